@@ -25,6 +25,7 @@ from curaflow.sources.decoding import (
     OverBudget,
     gif_framed,
     gif_layout,
+    jpeg_coding_not_decoded,
     jpeg_framed,
     machine_cause,
     metered_open,
@@ -60,7 +61,9 @@ class Refused:
         recognised: what the bytes show is the work's own (an image over the budget by
             its pixels or frames, a whole image that does not decode), stated where it is
             seen; False (the default) for a decode over its CPU time (this machine's
-            measure: :attr:`~curaflow.sources.decoding.OverBudget.recognised`) and for
+            measure: :attr:`~curaflow.sources.decoding.OverBudget.recognised`), for a
+            whole JPEG of a coding the decoder does not implement
+            (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`, 2026-12-07) and for
             bytes that are no image Pillow
             verifies — an HTML or JSON page, a format not known here — which an image
             host or a proxy may answer for any work while it lasts
@@ -214,6 +217,13 @@ def whole_by_framing(path: Path, fmt: str, meter: DecodeMeter | None = None) -> 
     if ending is None:
         return False
     return (tail.rstrip(b"\x00") if fmt in JPEG_FORMATS else tail).endswith(ending)
+
+
+def _coding_not_decoded(path: Path) -> bool:
+    """Whether the JPEG at ``path`` declares a coding the decoder does not implement
+    (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`)."""
+    with open(path, "rb") as fh:
+        return jpeg_coding_not_decoded(fh)
 
 
 @dataclass(frozen=True)
@@ -404,6 +414,14 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
         except OverBudget as over:
             return Refused(over.why, UnavailableKind.OVER_BUDGET, recognised=over.recognised)
         if whole:
+            if fmt in JPEG_FORMATS and _coding_not_decoded(path):
+                # A coding curaflow's decoder does not implement (12-bit samples, lossless,
+                # hierarchical): the decoder refused, not the file — held briefly (2026-12-07).
+                return Refused(
+                    f"whole {fmt} of a coding the decoder does not implement: {type(err).__name__}: {err}",
+                    UnavailableKind.UNDECODABLE,
+                    recognised=False,
+                )
             return Refused(
                 f"whole {fmt} that does not decode: {type(err).__name__}: {err}",
                 UnavailableKind.UNDECODABLE,

@@ -25,7 +25,8 @@ sign no frame format at all (:class:`FrameNotAnImage`: a page, a format never se
 animation without frames, a frame missing from
 a zip whose directory was read (:class:`FrameNotInZip`), a body that is no zip at all
 (:class:`NotAZip`), a frame stored encrypted or in a way the zip reader does not implement
-(:class:`FrameNotReadable`), a central directory listing more entries than the frames may
+(:class:`FrameNotReadable`), a JPEG frame of a coding the decoder does not implement that
+does not decode (:class:`FrameCodingNotDecoded`), a central directory listing more entries than the frames may
 (:func:`max_zip_entries`, counted before zipfile reads it: it builds an object per entry)
 or one zipfile refuses as it opens the zip (:class:`UnreadableDirectory`) — unusable, but
 not recognised as the work's (what the source
@@ -61,6 +62,7 @@ from curaflow.sources.decoding import (
     DecodeMeter,
     DelegatedReads,
     OverBudget,
+    jpeg_coding_not_decoded,
     machine_cause,
     metered_open,
     opening_layout,
@@ -163,6 +165,25 @@ class FrameNotAnImage(UnusableAnimation):
     holds those bytes) stays the work's (:class:`UnusableAnimation`)."""
 
     recognised = False
+
+
+class FrameCodingNotDecoded(UnusableAnimation):
+    """A frame of the zip is a JPEG declaring a coding the decoder does not implement
+    (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`: 12-bit samples, lossless,
+    hierarchical) and does not decode: curaflow's decoder refuses, a fact of the machine's
+    build as much as of the bytes — not recognised as the work's, held back briefly
+    (2026-12-07: until then the work's, the week, as any frame that does not decode)."""
+
+    recognised = False
+
+
+def _frame_refused(name: str, data: bytes, why: str) -> UnusableAnimation:
+    """The refusal of frame ``name`` whose bytes ``data`` do not decode (``why``): a
+    :class:`FrameCodingNotDecoded` for a JPEG of a coding the decoder does not implement,
+    else :class:`UnusableAnimation` (the work's, its CRC having matched)."""
+    if data[:3] == b"\xff\xd8\xff" and jpeg_coding_not_decoded(io.BytesIO(data)):
+        return FrameCodingNotDecoded(f"frame {name} is a JPEG of a coding the decoder does not implement: {why}")
+    return UnusableAnimation(f"frame {name} {why}")
 
 
 class AnimationBroken(Exception):
@@ -309,6 +330,7 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         AnimationBroken: the member cannot be read from the zip.
         DecodeStopped: ``meter`` was stopped while a PNG's chunks or a GIF's blocks were walked.
     """
+    data = b""
     try:
         with _member(archive, info) as fh:
             head = fh.read(30)
@@ -335,11 +357,11 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
     except (UnusableAnimation, AnimationBroken):
         raise
     except UnidentifiedImageError:
-        raise UnusableAnimation(f"frame {info.filename} is not an image") from None
+        raise _frame_refused(info.filename, data, "is not an image") from None
     except PILLOW_REFUSALS as err:
         if (machine := machine_cause(err)) is not None:  # the disk's answer reading the zip: curaflow's
             raise machine from None
-        raise UnusableAnimation(f"frame {info.filename} has no readable header: {type(err).__name__}") from None
+        raise _frame_refused(info.filename, data, f"has no readable header: {type(err).__name__}") from None
 
 
 def _frame_format_size(info: zipfile.ZipInfo, image: Image.Image) -> tuple[int, int]:
@@ -458,7 +480,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             except PILLOW_REFUSALS as err:
                 if (machine := machine_cause(err)) is not None:
                     raise machine from None
-                raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
+                raise _frame_refused(name, data, f"cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")
             return rgb if size is None or rgb.size == size else rgb.resize(size)
 

@@ -378,6 +378,29 @@ def jpeg_frame_marker(fh: IO[bytes], limit: int | None = None) -> int | None:
         None when no frame comes before the first scan, an EOI, a marker Pillow refuses,
         the end of the file or ``limit`` steps.
     """
+    frame = jpeg_frame(fh, limit)
+    return frame[0] if frame is not None else None
+
+
+#: The JPEG codings Pillow's decoder implements — libjpeg-turbo through its 8-bit
+#: interface, the one Pillow calls: the frames of :data:`DECODED_JPEG_FRAMES` (Huffman
+#: baseline, extended and progressive; arithmetic-coded sequential and progressive) of
+#: samples of :data:`DECODED_JPEG_PRECISION` bits. ITU T.81 defines more — samples of 12
+#: bits (the extended and progressive processes), lossless (``SOF3``, ``SOF11``),
+#: hierarchical (``SOF5``–``SOF7``, ``SOF13``–``SOF15``) — which a file may be whole in and
+#: this decoder still refuses (:func:`jpeg_coding_not_decoded`); so does Pillow a frame of
+#: other than :data:`DECODED_JPEG_COMPONENTS` components (T.81 allows 1 to 255: Pillow maps
+#: 1, 3 and 4 onto its modes, ``L``, ``RGB``/``YCbCr``, ``CMYK``).
+DECODED_JPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2, 0xC9, 0xCA})
+DECODED_JPEG_PRECISION = 8
+DECODED_JPEG_COMPONENTS = frozenset({1, 3, 4})
+
+
+def jpeg_frame(fh: IO[bytes], limit: int | None = None) -> tuple[int, int | None, int | None, int | None] | None:
+    """The frame marker of the JPEG in ``fh``, its frame header's length (bytes), sample
+    precision (bits) and number of components (the three None when the file ends inside
+    the frame header), walked as :func:`jpeg_frame_marker`; ``fh``'s position is kept.
+    None when no frame is found (:func:`jpeg_frame_marker`)."""
     limit = JPEG_MAX_HEAD_STEPS if limit is None else limit
     at = fh.tell()
     try:
@@ -395,7 +418,12 @@ def jpeg_frame_marker(fh: IO[bytes], limit: int | None = None) -> int | None:
                 continue
             marker = byte[0]
             if marker in _JPEG_FRAMES:
-                return marker
+                # Its length (2 bytes), sample precision (1), height and width (2 each),
+                # components (1): ITU T.81 B.2.2.
+                header = fh.read(8)
+                if len(header) < 8:
+                    return marker, None, None, None
+                return marker, int.from_bytes(header[:2], "big"), header[2], header[7]
             if marker in (0xDA, 0xD9) or 0x02 <= marker < 0xC0:
                 return None
             if marker != 0x00 and marker not in _JPEG_BARE:
@@ -405,6 +433,36 @@ def jpeg_frame_marker(fh: IO[bytes], limit: int | None = None) -> int | None:
         return None
     finally:
         fh.seek(at)
+
+
+def jpeg_coding_not_decoded(fh: IO[bytes]) -> bool:
+    """Whether the JPEG in ``fh`` declares, in its frame header (:func:`jpeg_frame`), a coding
+    Pillow's decoder does not implement: a frame marker outside :data:`DECODED_JPEG_FRAMES`,
+    samples of another precision than :data:`DECODED_JPEG_PRECISION` or a number of
+    components outside :data:`DECODED_JPEG_COMPONENTS` (a 12-bit JPEG, a lossless or a
+    hierarchical one, one of two components). ``fh``'s position is kept.
+
+    Owner of "a whole JPEG that does not decode is no verdict on the work" (2026-12-07): such
+    a file refuses to decode however whole it is — what refuses is curaflow's decoder, a
+    fact of the machine's build as much as of the bytes (another Pillow, another
+    libjpeg reads it), as a decode over its CPU time is (:class:`OverBudget`
+    ``recognised``). A page or an ugoira frame so declared is held back briefly and
+    counted, never the work's; until 2026-12-07 it was ``undecodable`` (or
+    ``unusable_animation``), recognised: the week, and a lasting ``unavailable`` its
+    target's frontier passed for good. False when no frame is found, or its header is cut
+    or not as long as its components make it (ITU T.81 B.2.2: ``8 + 3 × Nf`` bytes) — a
+    JPEG so broken is the file's, as before — or the coding is one the decoder implements."""
+    frame = jpeg_frame(fh)
+    if frame is None:
+        return False
+    marker, length, precision, components = frame
+    if length is None or precision is None or components is None or length != 8 + 3 * components:
+        return False  # a frame header cut, or whose length is not its components': broken, the file's
+    return (
+        marker not in DECODED_JPEG_FRAMES
+        or precision != DECODED_JPEG_PRECISION
+        or components not in DECODED_JPEG_COMPONENTS
+    )
 
 
 def small_fed(fh: IO[bytes], image: Image.Image) -> bool:
