@@ -30,8 +30,8 @@ from curaflow.sources.decoding import (
     machine_cause,
     metered_open,
     opening_layout,
-    png_chunks,
     png_framed,
+    png_libpng_refuses,
     png_without_bad_ancillary,
 )
 from curaflow.sources.decoding import signed_format as signed_head
@@ -296,7 +296,7 @@ def check_image(
         a GIF's or WebP's canvas read from its bytes before Pillow opens it — or at the
         frame that crossed it), or the file is whole by its framing and does not decode
         (``undecodable``; a PNG too whose CRCs are right but whose structure libpng
-        refuses: :func:`~curaflow.sources.decoding.png_chunks`); a ``str`` when the image
+        refuses: :func:`~curaflow.sources.decoding.png_libpng_refuses`); a ``str`` when the image
         is broken or short and not whole by its framing (another download may succeed).
         A file Pillow refuses as it opens it is judged by the format its first bytes sign
         (:func:`signed_format`) the same way; only bytes signing none of them are
@@ -395,7 +395,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
             if fmt == "PNG" and own:
                 # Pillow read every CRC (verify): a structure libpng refuses is what the file
                 # holds (a copy without bad ancillary chunks was walked as libpng reads it).
-                refused = _mapped(fh, lambda view: png_chunks(view, meter.check), None)
+                refused = _mapped(fh, lambda view: png_libpng_refuses(view, meter.check), None)
                 if isinstance(refused, str):
                     return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
     except OverBudget as err:

@@ -933,6 +933,32 @@ def png_chunks(
     return None
 
 
+def png_libpng_refuses(data: bytes | memoryview, check: Callable[[], None] | None = None) -> str | None:
+    """Why libpng refuses a PNG whatever its CRCs say, or None: the structure
+    :func:`png_chunks` walks (its ``str``), or an ``IHDR`` naming a compression, filter or
+    interlace method PNG does not define (PNG spec 11.2.2: 0, 0, and 0 or 1; libpng's
+    ``png_check_IHDR`` refuses any other) — 2026-12-07: Pillow reads the pixels as deflate
+    whatever the compression byte says, and such a page was verified and delivered, a file
+    no browser or chat preview shows, the work never sent again.
+
+    For a PNG Pillow verified (``artifacts.images.check_image``): the methods are read only
+    from a first chunk that is a whole ``IHDR``."""
+    walked = png_chunks(data, check)
+    if isinstance(walked, str):
+        return walked
+    view = memoryview(data)
+    at = len(PNG_SIGNATURE)
+    if len(view) < at + 25 or bytes(view[at : at + 8]) != b"\x00\x00\x00\x0dIHDR":
+        return None
+    compression, filter_method, interlace = bytes(view[at + 18 : at + 21])
+    if compression != 0 or filter_method != 0 or interlace > 1:
+        return (
+            f"IHDR names compression method {compression}, filter method {filter_method}, "
+            f"interlace method {interlace} (PNG defines 0, 0, and 0 or 1)"
+        )
+    return None
+
+
 def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = None) -> bytes | None:
     """``data`` (a PNG) without its ancillary chunks whose CRC is wrong, or None when there
     is none to drop or the file is not one libpng would then read: not walked whole by

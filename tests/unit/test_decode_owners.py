@@ -338,11 +338,23 @@ def _libpng_refuses(shape: str) -> bytes:
         "underscore-in-type": sig + ihdr + _chunk(b"ab_c", b"x") + idat + iend,
         "unknown-critical": sig + ihdr + _chunk(b"ABCD", b"x") + idat + iend,
         "second-ihdr": sig + ihdr + ihdr + idat + iend,
+        # IHDR naming a compression method other than deflate (0, the only one PNG
+        # defines): libpng's "Unknown compression method in IHDR"; Pillow reads the
+        # pixels as deflate whatever the byte says.
+        "compression-method-not-deflate": sig + _chunk(b"IHDR", ihdr[8:18] + b"\x01" + ihdr[19:21]) + idat + iend,
     }[shape]
 
 
 @pytest.mark.parametrize(
-    "shape", ["text-before-ihdr", "digit-in-type", "underscore-in-type", "unknown-critical", "second-ihdr"]
+    "shape",
+    [
+        "text-before-ihdr",
+        "digit-in-type",
+        "underscore-in-type",
+        "unknown-critical",
+        "second-ihdr",
+        "compression-method-not-deflate",
+    ],
 )
 def test_a_png_libpng_refuses_is_refused_as_the_works(tmp_path: Path, shape: str) -> None:
     """libpng (and so the browsers, Telegram's and Discord's previews) stops at these
