@@ -22,7 +22,7 @@ from curaflow.domain.messages import JobInput
 from curaflow.domain.models import CellSnapshot, JobRecord
 from curaflow.ledger.cells import lock_job
 from curaflow.ledger.db import DB_NOW_MS, jsonable
-from curaflow.ledger.events import append_event
+from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import JOB_COLUMNS, job_from_row, load_job
 from curaflow.protocol.models.rules import MIN_DEADLINE_MS
 from curaflow.protocol.projection import project_job
@@ -160,13 +160,17 @@ def _template(value: Any) -> str:
 async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     """Create the job if absent (by job id and by idempotency key), in one transaction.
 
-    One statement writes the job row, its cells and the first admission's answer (frozen
-    in ``admission_response``, so a replay answers with the identical body) and, with
-    ``new.deadline_ms``, dates the job on the database's clock (``NewJob``); then
-    ``job.accepted``. Nothing is read back: the answer returned is the one stored.
+    One statement (``curaflow_admit_job``, migration 0054) writes the job row, its cells
+    and the first admission's answer (frozen in ``admission_response``, so a replay
+    answers with the identical body) and, with ``new.deadline_ms``, dates the job on the
+    database's clock (``NewJob``); then, in the same statement, ``job.accepted``. Nothing
+    is read back: the answer returned is the one stored. A job without a ``callback_url``
+    costs that one statement (its own transaction); one with a ``callback_url`` adds
+    BEGIN, the push's enqueue and COMMIT; a replay adds the read of the job found.
 
     Args:
-        conn: a connection (the function opens its own transaction).
+        conn: a connection (the function opens its own transaction, or a savepoint in
+            the caller's).
         new: the job to create.
 
     Returns:
@@ -180,70 +184,85 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     """
     inp = new.job_input
     given = new.deadline_ms is None
-    async with conn.transaction():
-        # One statement: one read of the database's clock dates the job; the job row, its
-        # cells (only when the job was created) and the answer carry it.
-        row = await conn.fetchrow(
-            f"""WITH clock AS (SELECT {DB_NOW_MS} AS now),
-               times AS (
-                   SELECT now, COALESCE($13::bigint, now) AS created_at,
-                          COALESCE($14::bigint, CASE WHEN $19::bigint IS NULL THEN now + $18::bigint
-                                                     ELSE LEAST(now + $18::bigint, GREATEST($19::bigint, now)) END)
-                              AS deadline_at
-                   FROM clock),
-               job AS (
-                   INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
-                       correlation_id, callback_url, labels, params, target_ids, workflow_input,
-                       created_at, updated_at, deadline_at, occurrence_date, admission_response, occurrence_at)
-                   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-                          $12::jsonb || jsonb_build_object('created_at_ms', created_at, 'deadline_at_ms', deadline_at),
-                          created_at, created_at, deadline_at, $15,
-                          format($16::text, created_at, COALESCE(deadline_at::text, 'null'))::json, $17
-                   FROM times WHERE $19::bigint IS NULL OR deadline_at - created_at >= $20::bigint
-                   ON CONFLICT DO NOTHING RETURNING job_id, created_at, deadline_at, admission_response),
-               cell AS (
-                   INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
-                   SELECT job.job_id, t, p - 1, job.created_at, job.created_at
-                   FROM job, unnest($11::text[]) WITH ORDINALITY AS u(t, p))
-               SELECT times.now, job.job_id, job.created_at, job.deadline_at, job.admission_response
-               FROM times LEFT JOIN job ON true""",
-            inp.job_id,
-            inp.job_type,
-            inp.plan_id,
-            inp.schedule_id,
-            inp.trigger,
-            new.idempotency_key,
-            new.correlation_id,
-            new.callback_url,
-            new.labels or None,
-            new.params,
-            [t.target_id for t in inp.targets],
-            jsonable(inp),
-            inp.created_at_ms if given else None,
-            inp.deadline_at_ms if given else None,
-            new.occurrence_date,
-            answer_template(new),
-            new.occurrence_at,
-            new.deadline_ms,
-            None if given else new.deadline_bound_ms,
-            MIN_DEADLINE_MS,
-        )
+    args = (
+        inp.job_id,
+        inp.job_type,
+        inp.plan_id,
+        inp.schedule_id,
+        inp.trigger,
+        new.idempotency_key,
+        new.correlation_id,
+        new.callback_url,
+        new.labels or None,
+        new.params,
+        [t.target_id for t in inp.targets],
+        jsonable(inp),
+        inp.created_at_ms if given else None,
+        inp.deadline_at_ms if given else None,
+        new.occurrence_date,
+        answer_template(new),
+        new.occurrence_at,
+        new.deadline_ms,
+        None if given else new.deadline_bound_ms,
+        MIN_DEADLINE_MS,
+        event_body("job.accepted"),
+        NOTIFY_CHANNEL,
+    )
+    # One statement (curaflow_admit_job, migration 0054): the insert dates the job on one
+    # read of the database's clock and writes the job row, its cells (only when the job
+    # was created) and the answer; then, only for a created job, ``job.accepted``. A job
+    # with a ``callback_url`` enqueues the event's push in the same transaction, so only
+    # it (or a caller already in a transaction: a savepoint) opens one.
+    if new.callback_url is None and not conn.is_in_transaction():
+        row = await conn.fetchrow(_ADMIT, *args)
         assert row is not None
-        if row["job_id"] is None:
-            existing = await find_existing(conn, inp.job_id, new.idempotency_key)
-            if existing is None and not given and new.deadline_bound_ms is not None:
-                raise RunTooShort(row["now"])
-            assert existing is not None, "insert conflicted but no job found"
-            return existing
-        created_at, deadline_at = row["created_at"], row["deadline_at"]
-        await append_event(conn, inp.job_id, "job.accepted", at=created_at)
-        return AdmissionRow(
-            record=admitted_record(new, created_at, deadline_at),
-            created=True,
-            response=row["admission_response"],
-            params=new.params,
-            job_input=inp.model_copy(update={"created_at_ms": created_at, "deadline_at_ms": deadline_at}),
-        )
+        return await _admitted(conn, new, row)
+    async with conn.transaction():
+        row = await conn.fetchrow(_ADMIT, *args)
+        assert row is not None
+        return await _admitted(conn, new, row)
+
+
+#: :func:`insert_job`'s statement: ``curaflow_admit_job`` (migration 0054).
+_ADMIT = f"""SELECT o_now AS now, o_job_id AS job_id, o_created_at AS created_at, o_deadline_at AS deadline_at,
+                    o_admission_response AS admission_response, o_seq AS seq, o_at AS at,
+                    o_callback_url AS callback_url, o_correlation_id AS correlation_id
+             FROM curaflow_admit_job({", ".join(f"${n}" for n in range(1, 23))})"""
+
+
+async def _admitted(conn: asyncpg.Connection, new: NewJob, row: asyncpg.Record) -> AdmissionRow:
+    """What :func:`insert_job`'s statement answered (``row``): the created job, with the
+    push of its ``job.accepted`` enqueued (a ``callback_url``: the caller's transaction),
+    or the job that already held the id or key.
+
+    Raises:
+        RunTooShort: nothing was created and no job holds the id or key (module doc).
+    """
+    inp = new.job_input
+    if row["job_id"] is None:
+        existing = await find_existing(conn, inp.job_id, new.idempotency_key)
+        if existing is None and new.deadline_ms is not None and new.deadline_bound_ms is not None:
+            raise RunTooShort(row["now"])
+        assert existing is not None, "insert conflicted but no job found"
+        return existing
+    created_at, deadline_at = row["created_at"], row["deadline_at"]
+    await push_appended(
+        conn,
+        inp.job_id,
+        "job.accepted",
+        int(row["seq"]),
+        row["at"],
+        event_body("job.accepted"),
+        row["callback_url"],
+        row["correlation_id"],
+    )
+    return AdmissionRow(
+        record=admitted_record(new, created_at, deadline_at),
+        created=True,
+        response=row["admission_response"],
+        params=new.params,
+        job_input=inp.model_copy(update={"created_at_ms": created_at, "deadline_at_ms": deadline_at}),
+    )
 
 
 async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: str | None) -> AdmissionRow | None:

@@ -31,14 +31,15 @@ from tests.support import Stack, run_as_job, short_id
 pytestmark = pytest.mark.integration
 
 #: Statements of a one-cell job of a work of ``pages`` pages, by step (BEGIN and COMMIT
-#: included): admission (the job, its cells and ``job.accepted``; the start is recorded
+#: included): admission (the job, its cells and ``job.accepted``, one call of
+#: ``curaflow_admit_job``; the start is recorded
 #: separately), acquire (the step with ``job.started``; one rate-gate slot per source
 #: request — the search page and each image page; the ledger's memory of the page's
 #: works; the binding that carries the step on; the artifact's copy with the move to
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
 #: statement, a job of one cell), deliver (the step with the claim; the receipt that ends the
 #: cell), finish (the job read and written, ``job.succeeded``).
-ADMISSION = 4
+ADMISSION = 1
 ACQUIRE_BEFORE_PAGES = 14
 DELIVER = 10
 FINISH = 6
