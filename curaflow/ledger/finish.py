@@ -72,7 +72,7 @@ from curaflow.domain.verdicts import (
 )
 from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import DB_NOW_MS, refused_value
-from curaflow.ledger.events import append_event
+from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import load_job, load_job_with
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -339,24 +339,8 @@ async def _finish(
         )
         if degraded:
             outcome["user_message"] = dict.fromkeys(outcome["user_message"], NOT_STORABLE_MESSAGE)
-        # One statement: the job row, the cells' leases, the artifacts' chunks and the outcome record.
-        inserted = await conn.fetchval(
-            """WITH job AS (UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
-                            WHERE job_id = $1),
-                    lease AS (UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1),
-                    -- the artifacts' copy for other processes (curaflow.ledger.artifacts)
-                    chunks AS (DELETE FROM artifact_chunks WHERE job_id = $1)
-               INSERT INTO outcomes (job_id, business_status, alertable, record, created_at)
-               VALUES ($1, $2, $5, $6, $3) ON CONFLICT (job_id) DO NOTHING RETURNING job_id""",
-            job_id,
-            verdict.value,
-            now,
-            job_stage(record.cells, status),  # the terminal job's progress.stage, as project_job shows it
-            is_alertable(verdict),
-            outcome,
-        )
         at.value = "event"
-        # What the statements above changed, without reading the job a third time.
+        # What the statement below changes, without reading the job a third time.
         record = record.model_copy(
             update={
                 "business_status": verdict.value,
@@ -371,8 +355,52 @@ async def _finish(
             payload["result"] = job_body.get("result")
         else:
             payload["error"] = job_body.get("error")
-        await append_event(conn, job_id, TERMINAL_EVENT_TYPES[str(status)], payload, at=now)
-        return FinishedJob(record=record, outcome=outcome if inserted else None)
+        type_ = TERMINAL_EVENT_TYPES[str(status)]
+        body = event_body(type_, payload)
+        at.value = "outcome"
+        # One statement (curaflow_finish_job, migration 0055): the job row, the cells'
+        # leases, the artifacts' chunks and the outcome record, then the terminal event.
+        try:
+            written = await conn.fetchrow(
+                _FINISH_SQL,
+                job_id,
+                verdict.value,
+                now,
+                job_stage(record.cells, status),  # the terminal job's progress.stage, as project_job shows it
+                is_alertable(verdict),
+                outcome,
+                type_,
+                body,
+                NOTIFY_CHANNEL,
+            )
+        except Exception as err:
+            if _EVENT_PARAMETER in str(getattr(err, "context", None) or ""):
+                at.value = "event"  # the ledger refused the event's body (its parameter), not the outcome
+            raise
+        assert written is not None
+        if written["seq"] is None:
+            raise LookupError(job_id)
+        await push_appended(
+            conn,
+            job_id,
+            type_,
+            int(written["seq"]),
+            written["at"],
+            body,
+            written["callback_url"],
+            written["correlation_id"],
+        )
+        return FinishedJob(record=record, outcome=outcome if written["inserted"] else None)
+
+
+#: :func:`_finish`'s write: ``curaflow_finish_job`` (migration 0055).
+_FINISH_SQL = """SELECT o_inserted AS inserted, o_seq AS seq, o_at AS at, o_callback_url AS callback_url,
+                        o_correlation_id AS correlation_id
+                 FROM curaflow_finish_job($1, $2, $3, $4, $5, $6, $7, $8, $9)"""
+
+#: How PostgreSQL names the event's body in the context of a value it refused while
+#: binding :data:`_FINISH_SQL`'s parameters (``… parameter $8 = '…'``).
+_EVENT_PARAMETER = "parameter $8"
 
 
 def hold_caps(settings: Settings) -> HoldCaps:

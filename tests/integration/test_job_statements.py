@@ -38,11 +38,12 @@ pytestmark = pytest.mark.integration
 #: works; the binding that carries the step on; the artifact's copy with the move to
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
 #: statement, a job of one cell), deliver (the step with the claim; the receipt that ends the
-#: cell), finish (the job read and written, ``job.succeeded``).
+#: cell), finish (the job read; its end and ``job.succeeded`` in one call of
+#: ``curaflow_finish_job``).
 ADMISSION = 1
 ACQUIRE_BEFORE_PAGES = 14
 DELIVER = 10
-FINISH = 6
+FINISH = 5
 
 
 @pytest.fixture

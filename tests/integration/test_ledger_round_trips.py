@@ -432,9 +432,9 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     finished = await _logged(ledger_pool, finished_log, lambda conn: finish_job(conn, job_id), transaction=False)
     assert finished is not None and finished.outcome is not None
     assert finished.record.business_status == "success"
-    # The job locked and read, its cells read with their intents; the job, leases and
-    # outcome written in one statement; the terminal event.
-    assert len(_work_statements(finished_log)) == 4, _work_statements(finished_log)
+    # The job locked and read, its cells read with their intents; the job, leases,
+    # outcome and the terminal event written in one statement (curaflow_finish_job).
+    assert len(_work_statements(finished_log)) == 3, _work_statements(finished_log)
     events = [
         r["type"] for r in await ledger_pool.fetch("SELECT type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     ]
