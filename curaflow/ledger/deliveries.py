@@ -364,39 +364,24 @@ async def record_delivered(
     outcome record and its terminal event were written once, on what the ledger knew then
     (decision 13), and stay (DESIGN.md "A receipt that comes after its cell ended").
     """
-    job = await lock_job(conn, job_id)
-    # One statement: record this intent and read the statuses of the cell's live intents
-    # as they are afterwards (the CTE's update is not visible to the outer query: merged).
-    rows = await conn.fetch(
-        """WITH upd AS (
-               UPDATE delivery_intents
-                  SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
-                      delivered_at = $6, updated_at = $6,
-                      last_error = CASE WHEN status IN ('reserved', 'sending') THEN NULL
-                                        ELSE 'the route confirmed it after its cell ended (' || status || ')' END
-               WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
-               RETURNING idempotency_key, status, route, work_type, work_id),
-           gate AS (
-               UPDATE route_gates g SET rate_limits = 0, streak_answer = NULL, streak_works = '[]'::jsonb
-               FROM upd WHERE g.route = upd.route AND (g.rate_limits > 0 OR g.streak_answer IS NOT NULL)),
-           hold AS (
-               DELETE FROM route_refusals r USING upd
-               WHERE r.route = upd.route AND r.work_type = upd.work_type AND r.work_id = upd.work_id
-                 AND r.until IS NOT NULL)
-           SELECT COALESCE(u.status, d.status) AS status
-           FROM delivery_intents d LEFT JOIN upd u ON u.idempotency_key = d.idempotency_key
-           WHERE d.job_id = $7 AND d.target_id = $8 AND COALESCE(u.status, d.status) <> 'released'""",
+    # One statement (curaflow_record_delivered, migration 0056): lock the job row, then
+    # record this intent and read the statuses of the cell's live intents as they are
+    # afterwards; the job row's stage facts come back for finish_cell.
+    job = await conn.fetchrow(
+        """SELECT o_job_found AS found, o_last_stage AS last_stage, o_cells AS cells, o_statuses AS statuses
+           FROM curaflow_record_delivered($1, $2, $3, $4, $5, $6, $7, $8)""",
+        job_id,
+        target_id,
         idempotency_key,
         "duplicate" if duplicate else "delivered",
         clean_optional(remote_id),
         remote_ids,
         clean_optional(remote_status),
         now_ms(),
-        job_id,
-        target_id,
     )
-    statuses = [r["status"] for r in rows]
-    locked = job if job is not None else True
+    assert job is not None
+    statuses = list(job["statuses"])
+    locked = job if job["found"] else True
     # The sending attempt ends here: a beat it sent while its request was out may have
     # leased the cell again after the cell ended (another route failed for good).
     if statuses and all(s in CONFIRMED for s in statuses):

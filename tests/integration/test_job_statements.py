@@ -37,12 +37,13 @@ pytestmark = pytest.mark.integration
 #: request — the search page and each image page; the ledger's memory of the page's
 #: works; the binding that carries the step on; the artifact's copy with the move to
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
-#: statement, a job of one cell), deliver (the step with the claim; the receipt that ends the
+#: statement, a job of one cell), deliver (the step with the claim; the receipt — the job's
+#: lock and the intent in one call of ``curaflow_record_delivered`` — that ends the
 #: cell), finish (the job read; its end and ``job.succeeded`` in one call of
 #: ``curaflow_finish_job``).
 ADMISSION = 1
 ACQUIRE_BEFORE_PAGES = 14
-DELIVER = 10
+DELIVER = 9
 FINISH = 5
 
 

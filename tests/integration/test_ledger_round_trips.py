@@ -423,10 +423,11 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
         ledger_pool, recorded, lambda conn: deliveries.record_delivered(conn, job_id, "demo", send.idempotency_key)
     )
     assert cell.state == CellState.SUBMITTED
-    # The lock (with what the stage rule needs of a job of one cell); the intent written
-    # with every live intent's status read back; the cell ended, its lease released by the
-    # same statement (returning itself). No stage read: no cell is open, nothing to write.
-    assert len(_work_statements(recorded)) == 3, _work_statements(recorded)
+    # The lock (with what the stage rule needs of a job of one cell) and the intent written
+    # with every live intent's status read back, one call (curaflow_record_delivered); the
+    # cell ended, its lease released by the same statement (returning itself). No stage
+    # read: no cell is open, nothing to write.
+    assert len(_work_statements(recorded)) == 2, _work_statements(recorded)
 
     finished_log: list[str] = []
     finished = await _logged(ledger_pool, finished_log, lambda conn: finish_job(conn, job_id), transaction=False)
