@@ -167,7 +167,7 @@ class RouteDelivery(BaseModel):
             ``duplicate`` | ``failed`` | ``unknown`` | ``released``.
         work_id: the work the intent is for (the cell's bound work).
         parts_posted: parts of a multi-part send the route confirmed (albums, messages;
-            a partly posted album counts): on an intent that did not complete, the
+            an album recorded partly posted before 2026-12-07 counts): on an intent that did not complete, the
             delivery is *partial* (:attr:`partial`).
     """
 

@@ -76,7 +76,7 @@ def resumed_parts(
             part confirmed by earlier attempts; a route records one element per page).
         split: the route's split of a run of pages into parts (its current limits).
         partial_last: the last recorded part may carry fewer pages than the split's part
-            at its place (a Telegram album posted partly), the route sending the rest of
+            at its place (a Telegram album recorded partly posted before 2026-12-07), the route sending the rest of
             that part; otherwise a shorter recorded part is another split's.
 
     Returns:

@@ -29,13 +29,21 @@ A retry reads which pages are posted from those entries (one per page), never fr
 numbers: under other limits than the attempt that posted them (another
 ``max_request_bytes``) the recorded parts stand as they were and the pages after them are
 split anew (:func:`~curaflow.routes.chunks.resumed_parts`).
-An album Telegram posted only partly — the Bot API's own ``400`` (``error_code`` 400)
-``failed to send message #N with the error message "…"``: items 0..N-1 are in the chat,
-their ids are not in the answer — is recorded as N items posted (``null`` ids) before the
-failure is raised: a retry sends only the rest of that album, and a delivery that ends
-there is reported ``partial``. Those words in any other answer, or inside another
-phrase (:func:`stated_phrase`: the whole description after ``Bad Request:``), record
-nothing posted.
+An album Telegram failed at an item — the Bot API's own ``400`` (``error_code`` 400)
+``failed to send message #N with the error message "…"`` — posted **nothing** of that
+album: the Bot API numbers the album's messages from 1 in the order their sends ended, and
+TDLib sends an album to Telegram as one request (``messages.sendMultiMedia``), so an item
+refused before it leaves fails every item and a refusal of Telegram's fails them all
+(tdlib/telegram-bot-api ``Client::on_message_send_failed``, tdlib ``do_send_message_group``).
+The quoted error is the album's answer (:func:`stated_phrase`): a photo refused sends the
+album again as documents, a rate limit is retried, the work's phrase refuses the work, any
+other the route's. One quoted error says otherwise: ``Message was not sent``
+(:data:`ALBUM_ITEM_LEFT_OUT`: Telegram's result left that item out while it posted the
+others) — some items may be in the chat, which ones the answer does not say: *ambiguous*.
+Until 2026-12-07 ``#N`` was read as "items 0..N-1 are in the chat": an album whose third
+photo Telegram could not take as a photo was recorded with three items posted that never
+were and ended ``delivery_partial`` instead of being sent as documents. A part recorded
+partly posted by a version before (``null`` ids) is still resumed after its items.
 
 How answers are classified (:func:`classify`; the work is blamed only for an answer
 recognised positively, :data:`WORK_REFUSALS`, each a whole phrase the description states —
@@ -47,7 +55,7 @@ found inside another description, :func:`stated_phrase`):
 a rate limit, wherever Telegram writes it:    retried after that many seconds; without
 429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
 Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
-description (a partly posted album) — the     (``telegram_failed``, the route's); a 429
+description (an album's quoted item) — the   (``telegram_failed``, the route's); a 429
 last two in the Bot API's own refusal only    not the Bot API's own (a gateway's page, a
                                               proxy's envelope) holds the whole route
                                               (``route_wide``: its cooldown, at most
@@ -230,26 +238,24 @@ class _PhotoRefused(Exception):
     """Telegram refused the upload as a photo; a document may still go."""
 
 
-class _PartlyPosted(Exception):
-    """Telegram posted the first ``count`` items of an album, then failed with ``error``."""
-
-    def __init__(self, count: int, error: RouteError) -> None:
-        super().__init__(str(error))
-        self.count = count
-        self.error = error
-
-
 #: Telegram's words for a rate limit, in whatever answer carries them (a 429, or a 400
 #: "failed to send message #N with the error message \"Too Many Requests: retry after 8\"").
 RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?))?", re.IGNORECASE)
 #: The prefix of the Bot API's 400 descriptions (``Bad Request: chat not found``).
 BAD_REQUEST = "bad request:"
-#: An album posted up to item N (0-based) and failed there — items 0..N-1 are in the chat —,
-#: as the Bot API states it, the item's own error quoted: ``failed to send message #2 with
-#: the error message "PHOTO_INVALID_DIMENSIONS"`` (at most 4 digits: an album has 10 items).
+#: An album failed at its item N, as the Bot API states it, the item's own error quoted:
+#: ``failed to send message #2 with the error message "PHOTO_INVALID_DIMENSIONS"`` (at most 4
+#: digits: an album has 10 items). The Bot API numbers the items from 1, in the order their
+#: sends ended; the number says nothing of what is in the chat — an album is one request to
+#: Telegram, failed whole (the module doc; until 2026-12-07 read as "items 0..N-1 posted").
 ALBUM_ITEM_FAILED = re.compile(
     r'failed to send message #(\d{1,4})(?: with the error message "(.*)")?', re.IGNORECASE | re.DOTALL
 )
+#: The quoted error of an album item Telegram's answer left out while it posted the others
+#: (TDLib's ``SendMultiMediaQuery``: "Message was not sent"; lowercased, as
+#: :func:`stated_phrase` reads it): the only album failure after which items may be in the
+#: chat — which ones the answer does not say (*ambiguous*).
+ALBUM_ITEM_LEFT_OUT = "message was not sent"
 
 
 def stated_phrase(description: str) -> tuple[int | None, str]:
@@ -478,19 +484,11 @@ class TelegramRoute:
                 done.append(posted)
             else:
                 caption = ""  # the album's first item, with the caption, is in the chat
-            try:
-                message_ids, as_photo = await self._send_part(chunk[len(posted) :], caption, as_photo=as_photo)
-            except _PartlyPosted as partly:
-                # Telegram posted the album's first items, then failed: record them (their
-                # ids are not in the answer) so no attempt ever posts them again.
-                posted.extend([None] * min(partly.count, len(chunk) - len(posted)))
-                if request.on_part is not None:
-                    await request.on_part([list(entry) for entry in done])
-                raise partly.error from None
+            message_ids, as_photo = await self._send_part(chunk[len(posted) :], caption, as_photo=as_photo)
             posted.extend(message_ids)
             if request.on_part is not None:
                 await request.on_part([list(entry) for entry in done])
-        # The first id Telegram returned (a partly posted album's first items have none).
+        # The first id Telegram returned (a part recorded partly posted before 2026-12-07 has none).
         first = next((i for part in done for i in part if i is not None), None)
         return DeliveryReceipt(
             remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
@@ -663,18 +661,22 @@ class TelegramRoute:
             )
         retry_after = response.headers.get("retry-after")
         error = classify(code, description, params, retry_after, photo=photo, recognised=recognised)
-        # Items of an album are read as posted only from the Bot API's own 400 (its status
-        # and `error_code` agree: `recognised`): in any other answer those words name
-        # nothing — until 2026-12-06 a 403, a 200 or a 500 carrying them (or carrying no
-        # `error_code`) recorded items as posted that no answer of Telegram's said were:
-        # the next attempt sent only the rest (pages never delivered, the work reported
-        # delivered) or the failure ended the work `partial` (`unknown` there for good).
-        failed_at = stated_phrase(description)[0] if recognised and code == 400 else None
-        if method == "sendMediaGroup" and failed_at is not None and failed_at > 0:
-            # A photo refused inside a partly posted album: the work's page, as a refusal.
-            error = error or classify(code, description, params, None, photo=False, recognised=recognised)
-            assert error is not None
-            raise _PartlyPosted(failed_at, error)
+        # An album failed at an item posted nothing of it (the module doc: the Bot API's
+        # numbering is the order the item sends ended, and an album is one request to
+        # Telegram): its quoted error is the answer, classified above — save the item
+        # Telegram's result left out while it posted the others, read only in the Bot API's
+        # own 400: which items are in the chat the answer does not say. Until 2026-12-07
+        # `#N` recorded items 0..N-1 as posted: the album's refused photo ended the work
+        # `partial` instead of going as a document, pages never posted reported posted.
+        item, phrase = stated_phrase(description) if recognised and code == 400 else (None, "")
+        if method == "sendMediaGroup" and item is not None and phrase == ALBUM_ITEM_LEFT_OUT:
+            raise RouteError(
+                TerminalReason.TELEGRAM_FAILED,
+                f"{text}: Telegram posted the album without an item; which items are in the chat is not said, "
+                "outcome unknown",
+                ambiguous=True,
+                answer=f"{code} {description}",
+            )
         if error is None:
             raise _PhotoRefused(description)
         raise error

@@ -124,9 +124,14 @@ class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
     ``500``, ``migrate``, ``photo_invalid``, ``stall``, ``gateway_502``, ``gateway_504``,
     ``html_500``, ``html_429`` (the gateway's own limit, nothing posted, ``Retry-After:
-    <retry_after>``), ``partial`` (an album whose first ``posted`` items are posted, then
-    Telegram's ``400 Bad Request: failed to send message #<posted> with the error message
-    "Too Many Requests: retry after <retry_after>"``), ``too_large`` (``413 Request Entity
+    <retry_after>``), ``item_failed`` (an album failed at its item ``posted`` — numbered from
+    1, as the Bot API numbers them —, nothing of it posted: TDLib sends an album as one
+    request, failed whole; ``400 Bad Request: failed to send message #<posted> with the error
+    message "<item_error>"``, by default ``"Too Many Requests: retry after <retry_after>"``),
+    ``partial`` (Telegram posted the album without an item: its first ``posted`` items are
+    in the chat, the answer names none of them — ``400 Bad Request: failed to send message
+    #1 with the error message "Message was not sent"``, as the Bot API answers when
+    Telegram's result left an item out), ``too_large`` (``413 Request Entity
     Too Large``), ``odd_result`` (the messages are posted; the answer is ``{"ok": true,
     "result": <result>}``, or, when ``result`` is None, the posted messages with their
     ``message_id`` set to ``message_id`` — a shape curaflow has never seen),
@@ -147,6 +152,7 @@ class TgReply:
     message_id: Any = None
     status: int = 200
     body: Any = None
+    item_error: str | None = None
 
 
 def _chat_id_or_as_is(value: Any) -> Any:
@@ -373,14 +379,13 @@ class FakeTelegram:
         if problem is not None:
             self._violation(f"{entry.method}: {problem[1]}")
             return _fail(400, problem[0])
+        if reply.kind == "item_failed" and entry.method == "sendMediaGroup":
+            error = reply.item_error or f"Too Many Requests: retry after {reply.retry_after}"
+            return _fail(400, f'Bad Request: failed to send message #{reply.posted} with the error message "{error}"')
         if reply.kind == "partial" and entry.method == "sendMediaGroup":
             self._post(entry, chat_id, limit=reply.posted)
             entry.posted = True
-            return _fail(
-                400,
-                f"Bad Request: failed to send message #{reply.posted} with the error message "
-                f'"Too Many Requests: retry after {reply.retry_after}"',
-            )
+            return _fail(400, 'Bad Request: failed to send message #1 with the error message "Message was not sent"')
         if reply.kind == "too_large":
             return _fail(413, "Request Entity Too Large")
         result = self._post(entry, chat_id)

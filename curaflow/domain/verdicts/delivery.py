@@ -77,7 +77,7 @@ def delivery_verdict(
         attempt / max_attempts: this attempt's number (1-based) and the budget
             (:func:`attempt_budget`).
         posted: part of the work is already at the route (a confirmed album or message
-            of a multi-part send, or items of a partly posted album).
+            of a multi-part send, or items of an album recorded partly posted before 2026-12-07).
 
     Rules: an ambiguous send on a route that may not re-send → ``delivery_unknown``; a
     final failure after part of the work was posted → ``delivery_partial`` (intent
