@@ -27,7 +27,10 @@ the rest of that message is posted again, never left out.
 Classification (:func:`classify`; the reason names the failure's owner,
 :mod:`curaflow.domain.verdicts`): a 2xx with the created message (an object with its
 ``id``) → confirmed; 429 → retried after the body's
-``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
+``retry_after`` or ``Retry-After`` — in the unit of the API version the URL names
+(:func:`delays_in_ms`: seconds from v8, milliseconds before it and for a URL naming none,
+as Discord hands one out; until 2026-12-07 always seconds, the default version's 6457 ms
+waited 1 h 48 min) —, and without either after the backoff
 of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is global (the body's
 ``global``, ``X-RateLimit-Global``, ``X-RateLimit-Scope: global``, or any of them of a
 value curaflow does not recognise: :func:`is_global_limit`) or not Discord's rate limit
@@ -139,6 +142,14 @@ class DiscordRouteConfig(RouteSettings):
 
 
 FILES_MAX = 10
+#: The first API version whose rate limits state their delays in seconds (Discord's change
+#: log, "API and Gateway v8": "The Retry-After header is now based in seconds instead of
+#: milliseconds"; the body's ``retry_after`` likewise, a float). A webhook URL naming an
+#: earlier version — or none, as Discord hands one out (``/api/webhooks/<id>/<token>``: its
+#: default version) — is answered in milliseconds (discord-api-docs #2360, #4722).
+SECONDS_SINCE_VERSION = 8
+#: The API version a webhook URL's path names (``/api/v10/webhooks/…``).
+_API_VERSION = re.compile(r"/api/v(\d{1,3})/")
 #: Bytes of a request besides its files: ``payload_json`` (content ≤ 2000 characters of
 #: up to 4 bytes, the attachment list) and the multipart framing around it.
 REQUEST_RESERVE = 16 * 1024
@@ -182,6 +193,7 @@ class DiscordRoute:
         self.config = config
         self.resend_safe = config.on_ambiguous == "retry"
         self._url = config.url.get_secret_value()
+        self._millis = delays_in_ms(self._url)
         self._out = as_outbound(http, config.destinations())
         self._timeout = config.timeout_ms / 1000
 
@@ -300,6 +312,7 @@ class DiscordRoute:
             headers.get("retry-after"),
             headers.get("x-ratelimit-scope"),
             headers.get("x-ratelimit-global"),
+            millis=self._millis,
         )
 
 
@@ -317,6 +330,34 @@ def _work_fields(errors: Any, prefix: str = "") -> list[str] | None:
             return None
         names.extend(nested)
     return names
+
+
+def delays_in_ms(url: str) -> bool:
+    """Whether Discord states the delays of its own rate limits in milliseconds for the
+    webhook ``url``: when its path names no API version (Discord's default version: the URL
+    as Discord hands it out) or one before :data:`SECONDS_SINCE_VERSION`."""
+    named = _API_VERSION.search(httpx.URL(url).path)
+    return named is None or int(named.group(1)) < SECONDS_SINCE_VERSION
+
+
+def _ms_as_s(value: object) -> object:
+    """A delay Discord stated in milliseconds, as seconds: a number, or text of one (the
+    ``Retry-After`` header); anything else as it is (not a delay: :func:`first_retry_after`
+    reads it as none)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):  # of any length (JSON reads 4 300 digits): no OverflowError
+        return max(-1, min(value, _MS_MAX)) / 1000
+    if isinstance(value, float):
+        return value / 1000
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        return float(value) / 1000
+    return value
+
+
+_DECIMAL = re.compile(r"\d+(?:\.\d+)?")
+#: Past any delay curaflow waits (a week, :data:`~curaflow.domain.ratelimit.MAX_STATED_S`), ms.
+_MS_MAX = 10**12
 
 
 def is_discords_error(body: Any) -> bool:
@@ -416,7 +457,13 @@ def is_the_works(body: Any) -> bool:
 
 
 def classify(
-    status: int, body: Any, retry_after: str | None, scope: str | None = None, global_header: str | None = None
+    status: int,
+    body: Any,
+    retry_after: str | None,
+    scope: str | None = None,
+    global_header: str | None = None,
+    *,
+    millis: bool = False,
 ) -> RouteError:
     """The failure a Discord answer other than 2xx means (module doc).
 
@@ -426,6 +473,9 @@ def classify(
         retry_after: the ``Retry-After`` header, if any.
         scope: the ``X-RateLimit-Scope`` header (``user``, ``global``, ``shared``), if any.
         global_header: the ``X-RateLimit-Global`` header, if any.
+        millis: the webhook URL's API version states Discord's delays in milliseconds
+            (:func:`delays_in_ms`): a 429 of Discord's own shape is read so; one that is
+            not Discord's (Cloudflare's page, a gateway's JSON) states HTTP's seconds.
     """
     undefined = undefined_status_error("discord", status, TerminalReason.DELIVERY_FAILED)
     if undefined is not None:
@@ -436,7 +486,13 @@ def classify(
     answer = f"HTTP {status}{detail}" if isinstance(body, dict) else f"HTTP {status} (not Discord's answer)"
     if status == 429:
         stated = body.get("retry_after") if isinstance(body, dict) else None
-        delay = first_retry_after(stated, retry_after)
+        # Discord's own limit in the unit of the URL's API version: until 2026-12-07 every
+        # delay was read as seconds, and the default version's 6457 (ms) held the send
+        # 1 h 48 min. What stands in front of Discord speaks HTTP: seconds.
+        if millis and is_discords_rate_limit(body):
+            delay = first_retry_after(_ms_as_s(stated), _ms_as_s(retry_after))
+        else:
+            delay = first_retry_after(stated, retry_after)
         # A global limit, or a block in front of Discord (Cloudflare's 1015 page, a
         # gateway's JSON: no rate limit of Discord's shape): every send of the route
         # waits, not only this one. Until 2026-12-06 any JSON object was Discord's, and a

@@ -5,8 +5,11 @@
 ``wait=true`` it answers ``200`` and the created Message object (its ``id``), without it
 ``204``. Errors use Discord's bodies: ``{"message", "code"}`` (``10015`` Unknown Webhook,
 ``50035`` Invalid Form Body, ``40005`` Request entity too large) and for rate limits
-``429 {"message", "retry_after" (seconds, float), "global"}`` plus the ``Retry-After``
-and ``X-RateLimit-*`` headers. Every request is checked against the limits (content ≤
+``429 {"message", "retry_after", "global"}`` plus the ``Retry-After`` and
+``X-RateLimit-*`` headers, the delays in the unit of the API version the path names
+(``/api/v<N>/webhooks/…``: seconds from v8, ``retry_after`` a float; milliseconds, an
+integer, before it and for a path naming none — Discord's default version, the URL as
+Discord hands it out). Every request is checked against the limits (content ≤
 2000 characters, ≤ 10 files, each ≤ ``max_file_bytes``, attachments matching the
 uploaded files, the whole request ≤ ``max_request_bytes``, 10 MiB: Discord's limit on a
 webhook request, answered ``413 {"message": "Request entity too large", "code":
@@ -116,7 +119,11 @@ class FakeDiscord:
 
         @app.post("/api/webhooks/{webhook_id}/{token}")
         async def execute(request: Request, webhook_id: str, token: str) -> Response:
-            return await self._handle(request, webhook_id, token)
+            return await self._handle(request, webhook_id, token, None)
+
+        @app.post("/api/v{version:int}/webhooks/{webhook_id}/{token}")
+        async def execute_versioned(request: Request, version: int, webhook_id: str, token: str) -> Response:
+            return await self._handle(request, webhook_id, token, version)
 
         self.server = BackgroundServer(app)
 
@@ -135,7 +142,7 @@ class FakeDiscord:
         self.max_file_bytes, self.max_request_bytes = self._limits
         return self
 
-    async def _handle(self, request: Request, webhook_id: str, token: str) -> Response:
+    async def _handle(self, request: Request, webhook_id: str, token: str, version: int | None) -> Response:
         payload: dict[str, Any] = {}
         files: list[DcFile] = []
         size = len(await request.body())
@@ -152,20 +159,23 @@ class FakeDiscord:
             payload = await request.json()
         entry = DcRequest(payload, files, request.query_params.get("wait") == "true", time.time(), size=size)
         self.requests.append(entry)
-        response = await self._answer(entry, webhook_id, token)
+        response = await self._answer(entry, webhook_id, token, millis=version is None or version < 8)
         entry.status = response.status_code
         return response
 
-    async def _answer(self, entry: DcRequest, webhook_id: str, token: str) -> Response:
+    async def _answer(self, entry: DcRequest, webhook_id: str, token: str, *, millis: bool) -> Response:
         if webhook_id != self.webhook_id or token != self.token:
             return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
         reply = self.script.pop(0) if self.script else DcReply()
+        # Discord's own delays in the unit of the request's API version (the module doc).
+        stated: float = round(reply.retry_after * 1000) if millis else reply.retry_after
+        header = str(round(reply.retry_after * 1000) if millis else max(1, round(reply.retry_after)))
         if reply.kind == "429":
             return JSONResponse(
-                {"message": "You are being rate limited.", "retry_after": reply.retry_after, "global": False},
+                {"message": "You are being rate limited.", "retry_after": stated, "global": False},
                 status_code=429,
                 headers={
-                    "Retry-After": str(max(1, round(reply.retry_after))),
+                    "Retry-After": header,
                     "X-RateLimit-Limit": "5",
                     "X-RateLimit-Remaining": "0",
                     "X-RateLimit-Reset-After": str(reply.retry_after),
@@ -174,9 +184,9 @@ class FakeDiscord:
             )
         if reply.kind == "429_global_stated":
             return JSONResponse(
-                {"message": "You are being rate limited.", "retry_after": reply.retry_after, "global": True},
+                {"message": "You are being rate limited.", "retry_after": stated, "global": True},
                 status_code=429,
-                headers={"Retry-After": str(max(1, round(reply.retry_after))), "X-RateLimit-Scope": "global"},
+                headers={"Retry-After": header, "X-RateLimit-Scope": "global"},
             )
         if reply.kind in ("429_no_delay", "429_global"):
             return JSONResponse(

@@ -79,7 +79,7 @@ def telegram(http: httpx.AsyncClient) -> TelegramRoute:
 
 
 def discord(http: httpx.AsyncClient) -> DiscordRoute:
-    return DiscordRoute("dc", DiscordRouteConfig(url=SecretStr("https://dc.test/api/webhooks/1/x")), http)
+    return DiscordRoute("dc", DiscordRouteConfig(url=SecretStr("https://dc.test/api/v10/webhooks/1/x")), http)
 
 
 def webhook(http: httpx.AsyncClient) -> WebhookRoute:
