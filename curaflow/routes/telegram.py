@@ -84,8 +84,10 @@ a request that never left whole (a reset
 while it was written, RequestNotWhole)
 read timeout, broken response, a 2xx that is *ambiguous*: the message may exist. Telegram
 not the Bot API's (``ok`` not a boolean,      has no idempotency key, so the route's
-``ok: false``: the Bot API never writes it    ``on_ambiguous`` decides: ``fail`` (default,
-under a 2xx), gateway errors 502 / 504 (HTML  at most once) or ``retry`` (at least once)
+``ok: true`` without ``result`` — until       ``on_ambiguous`` decides: ``fail`` (default,
+2026-12-07 a delivery —, ``ok: false``: the   at most once) or ``retry`` (at least once)
+Bot API never writes it under a 2xx),
+gateway errors 502 / 504 (HTML
 or JSON), any 5xx that is not the Bot API's
 own refusal (an HTML page from the gateway,
 ``ok: true`` under a 5xx, ``ok: false`` whose
@@ -594,7 +596,14 @@ class TelegramRoute:
                     method, status, "(not the Bot API's answer)", {}, response, photo=False, recognised=False
                 )
             if body.get("ok") is True:
-                return body.get("result")
+                # The Bot API's success is `ok` with its `result` (of whatever shape: the
+                # `ok` is its word). `{"ok": true}` alone is no answer of the Bot API's — a
+                # stub, a health endpoint, another service at a mistyped api_url — and may
+                # follow a post or not: until 2026-12-07 it was every file posted, the work
+                # recorded delivered with nothing in the chat, every delivery so, unpaged.
+                if "result" not in body:
+                    raise _maybe_posted(method, status)
+                return body["result"]
             raw_params = body.get("parameters")
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
             raw_code, raw_description = body.get("error_code"), body.get("description")
