@@ -226,6 +226,15 @@ ONE_MEANING = "one-meaning-input"
 #: the job left open for the reconciler, the execution's failure a transport error. Asked
 #: only where that failure arrived, so a job that ends in time records no marker.
 PAUSED_STEPS_UNANSWERED = "paused-steps-unanswered"
+#: A run whose job ended ``cancelled`` and that was sent a ``cancel`` signal it never took
+#: the cancel path for — a signal-with-start of ``cancel`` under the id of a job that
+#: was cancelled (Temporal's default reuse policy adds a run: it admits its Task, finds
+#: the job ended and only reports it), or a ``cancel`` signal reaching such a run while
+#: it admitted — ends ``Canceled`` as :data:`CANCELLED_END` says. Before, the run waited
+#: for the Temporal cancel request its own cancel path asks for, which it never asked
+#: for: it stayed open for ever (the id read Running with the job long ended, its
+#: execution timeout the only end). Asked only there, so every other run records no marker.
+REPORTING_RUN_CANCEL = "reporting-run-cancel"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -313,6 +322,7 @@ class JobWorkflow:
         self._phase = Phase.RUNNING
         self._cause = FinishCause.COMPLETED
         self._temporal_cancel = False  # a Temporal cancel request reached the execution
+        self._cancel_asked = False  # this run's cancel path asked Temporal to cancel it
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal.connection)
         self._details = ""
@@ -641,9 +651,14 @@ class JobWorkflow:
                 # interrupted; it takes the cancel path.
                 self._temporal_cancel = True
                 self._request_cancel()
-        if self._cause == FinishCause.CANCELLED and final.status == JobStatus.CANCELLED:
+        if (
+            self._cause == FinishCause.CANCELLED
+            and final.status == JobStatus.CANCELLED
+            and (self._temporal_cancel or self._cancel_asked or not workflow.patched(REPORTING_RUN_CANCEL))
+        ):
             # ``request_cancel`` asked Temporal to cancel this execution; end Canceled once
-            # that request arrived.
+            # that request arrived. A run that only reported the job never asked for it
+            # (:data:`REPORTING_RUN_CANCEL`): it ends as any run of a cancelled job, below.
             with contextlib.suppress(asyncio.CancelledError):
                 await workflow.wait_condition(lambda: self._temporal_cancel)
             raise CancelledError("cancelled_by_consumer")
@@ -771,6 +786,7 @@ class JobWorkflow:
         if (bug := _bug(cells)) is not None:
             raise bug
         if self._cause == FinishCause.CANCELLED:
+            self._cancel_asked = True
             await workflow.execute_local_activity_method(
                 FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG
             )

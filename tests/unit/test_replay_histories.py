@@ -33,6 +33,7 @@ from workflows.job import (
     PAUSED_STEPS,
     PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
+    REPORTING_RUN_CANCEL,
     RUN_LIMIT,
     STARTER_ATTRIBUTES,
     JobWorkflow,
@@ -79,6 +80,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 PAUSED_STEPS,
                 ONE_MEANING,
                 PAUSED_STEPS_UNANSWERED,
+                REPORTING_RUN_CANCEL,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -126,6 +128,21 @@ def test_histories_of_an_occurrence_cancelled_before_and_after_it_abandons_its_j
     assert "EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED" in types[before.stem]
     assert types[before.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
     assert "EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED" not in types[after.stem]
+    assert types[after.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
+
+
+def test_histories_of_a_reporting_run_sent_cancel_before_and_after_it_ends_are_kept() -> None:
+    """A signal-with-start of ``cancel`` under a cancelled job's id: recorded before
+    ``reporting-run-cancel`` the run reported the job and waited, open (replayed on today's
+    code that branch runs again); from the patch on it records the marker, asks Temporal to
+    cancel it and ends Canceled."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_reporting_run_cancel_signal_before_end_core_v3"]
+    after = by_name["job_reporting_run_cancel_signal_core_v3"]
+    assert REPORTING_RUN_CANCEL not in patches(before) and REPORTING_RUN_CANCEL in patches(after)
+    types = {path.stem: [e["eventType"] for e in json.loads(path.read_text())["events"]] for path in (before, after)}
+    assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in types[before.stem]
+    assert types[before.stem][-1] != "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
     assert types[after.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
 
 

@@ -25,6 +25,7 @@ from curaflow.protocol.task import manual_job_id
 from tests.support import short_id
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env
+from tests.workflow.test_push_bound import record
 
 pytestmark = pytest.mark.integration
 
@@ -357,3 +358,35 @@ async def test_a_run_that_holds_no_job_answers_no_job_state_but_its_refusal(env:
     await env.status_until(waiting, lambda s: s.stage == "admitting", "admitting")
     env.fakes.admit_hold.set()
     assert JobState.model_validate(await waiting.result()).status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("status", "closed"),
+    [
+        ("succeeded", WorkflowExecutionStatus.COMPLETED),
+        ("cancelled", WorkflowExecutionStatus.CANCELED),
+        ("failed", WorkflowExecutionStatus.FAILED),
+    ],
+)
+async def test_a_signal_with_start_cancel_of_an_ended_jobs_id_ends_as_the_job_did(
+    env: Env, status: str, closed: WorkflowExecutionStatus
+) -> None:
+    """A signal-with-start of ``cancel`` under an ended job's id (Temporal's default reuse
+    policy adds a run): the run admits its Task, finds the job ended and only reports it —
+    the cancel has nothing left to stop. Before ``reporting-run-cancel`` the run of a job
+    that ended ``cancelled`` waited, open for ever, for a Temporal cancel request no one
+    would send (it never asked for one): the id read Running with the job long ended."""
+    key = f"k-{short_id()}"
+    job_id = manual_job_id("t", key)
+    ended = JobState(job_id=job_id, status=status, stage="done", business_status="x")
+    body = admitting(env, key, final=ended)
+
+    handle: WorkflowHandle[Any, Any] = await env.client.start_workflow(
+        "JobWorkflow", body, id=job_id, task_queue=env.queue, start_signal="cancel"
+    )
+
+    assert await env.closed(handle) == closed
+    assert JobState.model_validate(await handle.query("status")) == ended
+    assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
+    if status == "cancelled":
+        record(env, job_id, "job_reporting_run_cancel_signal_core_v3")

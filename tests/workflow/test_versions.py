@@ -8,7 +8,7 @@ and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-r
 ``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
 ``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
-``occurrence-one-meaning-input``. The recorded histories
+``occurrence-one-meaning-input``, ``reporting-run-cancel``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -44,6 +44,7 @@ from workflows.job import (
     PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
     REPORTING_RUN,
+    REPORTING_RUN_CANCEL,
 )
 from workflows.presentation_frozen import ESCAPED_METADATA
 
@@ -198,6 +199,45 @@ async def test_before_cancelled_end_a_run_reporting_a_cancelled_job_completed(un
         assert JobState.model_validate(await handle.result()) == ended
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
         assert env.fakes.cancels == []
+
+
+async def test_before_reporting_run_cancel_a_reporting_run_sent_cancel_stayed_open(unpatched: Unpatched) -> None:
+    """A signal-with-start of ``cancel`` under the id of a job that ended ``cancelled``: before
+    ``reporting-run-cancel`` the run reported the job and then waited for a Temporal cancel
+    request it never asked for — open, its last workflow task done, nothing pending
+    (``tests/workflow/test_admission.py``; history
+    ``job_reporting_run_cancel_signal_before_end_core_v3``)."""
+    from curaflow.domain.messages import JobState
+    from curaflow.protocol.task import manual_job_id
+
+    async with unpatched(REPORTING_RUN_CANCEL) as env:
+        key = f"k-cancel-{env.queue}"
+        job_id = manual_job_id("t", key)
+        ended = JobState(job_id=job_id, status="cancelled", stage="done", business_status="cancelled")
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key,
+            "params": {"target_id": "t"},
+        }
+        handle = await env.client.start_workflow(
+            "JobWorkflow", task, id=job_id, task_queue=env.queue, start_signal="cancel"
+        )
+
+        async def idle() -> bool:  # the run reported the job and its last workflow task is done
+            history = await handle.fetch_history()
+            last = history.events[-1].event_type
+            pending = (EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
+            return bool(env.fakes.admits) and last not in pending and (await handle.query("status")) is not None
+
+        await eventually(idle, what="the reporting run idle")
+        described = await handle.describe()
+        state = JobState.model_validate(await handle.query("status"))
+        await handle.terminate(reason="the test ended")
+
+    assert described.status == WorkflowExecutionStatus.RUNNING
+    assert state == ended and env.fakes.cancels == []  # it never asked Temporal to cancel it
 
 
 async def test_before_push_bound_a_jobs_end_waited_for_every_push(unpatched: Unpatched) -> None:
