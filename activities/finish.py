@@ -40,12 +40,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
-from curaflow.domain.messages import CancelRequest, FinishInput, JobState, PausedStep
+from curaflow.domain.messages import CancelAnswer, CancelRequest, FinishInput, JobState, PausedStep
 from curaflow.domain.state import job_state
 from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.temporal.job_runs import held_by_another_run
 
 log = get_logger("curaflow.outcome")
 
@@ -151,8 +152,13 @@ class FinishActivity:
         return job_state(finished.record)
 
     @activity.defn(name="request_cancel")
-    async def request_cancel(self, inp: CancelRequest) -> None:
+    async def request_cancel(self, inp: CancelRequest) -> CancelAnswer | None:
         """Record the cancel in the ledger and ask Temporal to cancel this job's workflow.
+
+        A job that had already ended records no cancel (:func:`ledger_request_cancel`);
+        when another run of its id holds it, the answer says so
+        (``CancelAnswer.ended_in_another_run``: one visibility list, only on this path) and
+        the asking run only reports the job. None otherwise.
 
         The job is the calling execution's own id. With ``inp.no_job`` (a run that holds no
         job: a refused cron-scheduled start) only the asking run itself is cancelled — by
@@ -168,10 +174,14 @@ class FinishActivity:
         require_own_job(caller)  # the job is the caller's own id: only JobWorkflow names one
         assert caller is not None  # refused above: no workflow, no job
         job_id = caller
+        answer: CancelAnswer | None = None
+        assert self.deps.client is not None
         if not inp.no_job:
             async with self.deps.pool.acquire() as conn:
-                await ledger_request_cancel(conn, job_id, inp.reason)
-        assert self.deps.client is not None
+                recorded = await ledger_request_cancel(conn, job_id, inp.reason)
+            own_run = activity.info().workflow_run_id
+            if not recorded and own_run and await held_by_another_run(self.deps.client, job_id, own_run):
+                answer = CancelAnswer(ended_in_another_run=True)
         run_id = activity.info().workflow_run_id if inp.no_job else None
         try:
             await self.deps.client.get_workflow_handle(job_id, run_id=run_id).cancel(reason=inp.reason)
@@ -180,6 +190,7 @@ class FinishActivity:
                 raise
             # A cancel is already pending (e.g. the consumer's own, racing this one).
             log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)
+        return answer
 
     @activity.defn(name="paused_steps")
     async def paused_steps(self) -> list[PausedStep]:

@@ -235,6 +235,16 @@ PAUSED_STEPS_UNANSWERED = "paused-steps-unanswered"
 #: for: it stayed open for ever (the id read Running with the job long ended, its
 #: execution timeout the only end). Asked only there, so every other run records no marker.
 REPORTING_RUN_CANCEL = "reporting-run-cancel"
+#: A run added with a job's ``JobInput`` under the id of a job that had ended, sent a
+#: ``cancel`` before its first step — a signal-with-start of ``cancel`` with the input
+#: ``workflow show`` lists, a ``temporal workflow reset`` of a run that got a ``cancel``
+#: signal (the reset reapplies it to the new run) — only reports the job, as
+#: :data:`JOB_INPUT_REPORTING_RUN` says: its first step, which tells such a run so, never
+#: opens behind the cancel, so ``request_cancel`` tells it
+#: (``CancelAnswer.ended_in_another_run``). Before, the run published the job's end as its
+#: own ``JobStatus`` / ``BusinessStatus`` (the lists named the job twice) and the ledger
+#: recorded a cancel on the ended job. Asked only where that answer arrived.
+CANCEL_REPORTING_RUN = "cancel-reporting-run"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -787,9 +797,16 @@ class JobWorkflow:
             raise bug
         if self._cause == FinishCause.CANCELLED:
             self._cancel_asked = True
-            await workflow.execute_local_activity_method(
+            answer = await workflow.execute_local_activity_method(
                 FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG
             )
+            if (
+                answer is not None
+                and answer.ended_in_another_run
+                and not self._reporting
+                and workflow.patched(CANCEL_REPORTING_RUN)
+            ):
+                self._report_only()
         paused: dict[str, PausedStep] = {}
         if self._cause == FinishCause.DEADLINE and not all(t.done() for t in cells) and workflow.patched(PAUSED_STEPS):
             paused = await self._paused_steps()

@@ -300,6 +300,22 @@ class CancelRequest(BaseModel):
         return data
 
 
+class CancelAnswer(BaseModel):
+    """Result of the ``request_cancel`` activity when it has something to say (it returns
+    None otherwise, as it always did: the cancels recorded in histories keep their bytes).
+
+    Attributes:
+        ended_in_another_run: the job had already ended in the ledger, so no cancel was
+            recorded, and another run of its id holds it
+            (:func:`curaflow.temporal.job_runs.held_by_another_run`): the asking execution
+            is a run added under an ended job's id that was sent a cancel before its first
+            step could tell it so — it only reports the job (``workflows.job``,
+            ``cancel-reporting-run``).
+    """
+
+    ended_in_another_run: bool = False
+
+
 class SearchInput(BaseModel):
     """Argument of the ``search`` activity: scan the source and bind a work to the cell."""
 

@@ -305,7 +305,11 @@ async def workflow_input(conn: asyncpg.Connection, job_id: str) -> JobInput | No
 
 
 async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> bool:
-    """Record a consumer cancel request (first one wins). Returns False for an unknown job.
+    """Record a consumer cancel request (first one wins) on an open job. Returns False for
+    an unknown job and for one that had already ended: an ended job is not cancelled, and
+    its row keeps what it held at its end (until 2026-12-07 the cancel was written on an
+    ended job too — by a run added under its id that was sent ``cancel`` before its first
+    step; DESIGN.md "One job id, one run").
 
     ``cancel_requested_at`` (epoch ms, UTC, the database's clock: the reconciler's cancel
     grace judges it) is read once the job row is held, so it never
@@ -325,7 +329,7 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
         status = await conn.execute(
             f"""UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, {DB_NOW_MS}),
                               cancel_reason = COALESCE(cancel_reason, $2)
-               WHERE job_id = $1""",
+               WHERE job_id = $1 AND completed_at IS NULL""",
             job_id,
             reason,
         )

@@ -712,3 +712,59 @@ async def test_a_run_added_under_the_id_of_a_cancelled_job_ends_canceled_as_the_
     # The ledger and the HTTP report: as they were.
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+
+
+# ---- a run added under an ended job's id by a signal-with-start of ``cancel`` ----------
+
+
+@pytest.mark.parametrize(
+    ("started", "end"),
+    [("task", "succeeded"), ("task", "cancelled"), ("job input", "succeeded"), ("job input", "cancelled")],
+)
+async def test_a_signal_with_start_cancel_under_an_ended_jobs_id_only_reports_the_job(
+    env: Env, started: str, end: str
+) -> None:
+    """A signal-with-start of ``cancel`` under the id of a job that ended — an operator's
+    "cancel this job" that finds it closed, with Temporal's default reuse policy; a
+    ``temporal workflow reset`` of a run that got a ``cancel`` signal reapplies it the same
+    way — adds a run that must only report the job: it ends as the job did, publishes no
+    job state, and the ledger is as it was (nothing recorded as cancelled after the job's
+    end, no event)."""
+    if started == "task":
+        if end == "succeeded":
+            _key, body, job_id = await ended_job(env, end)
+        else:
+            _key, body, job_id = await ended_job(env, "cancelled")
+        start_input: dict[str, Any] = body
+    else:
+        if end == "succeeded":
+            answer = await env.http.post("/jobs", json=task(f"sws-{short_id()}"))
+            assert answer.status_code == 202, answer.text
+            job_id = str(answer.json()["job"]["job_id"])
+            await env.stack.wait_terminal(job_id, 60)
+        else:
+            job_id = await http_job_ended(env, "cancelled")
+    own = (await settled_snapshot(env, job_id)).run_id
+    if started != "task":
+        start_input = await job_input_of(env, job_id, own)
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert report["status"] == end
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    row = await pool.fetchrow("SELECT cancel_requested_at, cancel_reason FROM jobs WHERE job_id = $1", job_id)
+
+    await env.client.start_workflow(
+        "JobWorkflow", start_input, id=job_id, task_queue=env.stack.task_queue, start_signal="cancel"
+    )
+
+    closed = WorkflowExecutionStatus.COMPLETED if end == "succeeded" else WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id, 60) == closed
+    if (started, end) == ("job input", "succeeded"):
+        record_history(env, job_id, "job_input_cancel_signal_reporting_core_v3")
+    described = await env.client.get_workflow_handle(job_id).describe()
+    assert described.run_id != own
+    assert described.typed_search_attributes.get(JOB_STATUS) is None
+    assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    assert await pool.fetchrow("SELECT cancel_requested_at, cancel_reason FROM jobs WHERE job_id = $1", job_id) == row

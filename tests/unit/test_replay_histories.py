@@ -24,6 +24,7 @@ from curaflow.temporal.connection import DATA_CONVERTER
 from examples.child_job import OneNewWork
 from workflows.event_push import EventPushWorkflow
 from workflows.job import (
+    CANCEL_REPORTING_RUN,
     CANCELLED_END,
     FOREIGN_INPUT,
     JOB_INPUT_REPORTING_RUN,
@@ -81,6 +82,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 ONE_MEANING,
                 PAUSED_STEPS_UNANSWERED,
                 REPORTING_RUN_CANCEL,
+                CANCEL_REPORTING_RUN,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -144,6 +146,27 @@ def test_histories_of_a_reporting_run_sent_cancel_before_and_after_it_ends_are_k
     assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in types[before.stem]
     assert types[before.stem][-1] != "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
     assert types[after.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
+
+
+def test_histories_of_a_job_input_run_sent_cancel_under_an_ended_jobs_id_are_kept() -> None:
+    """A run added with a job's ``JobInput`` under an ended job's id, sent ``cancel`` before
+    its first step: recorded before ``cancel-reporting-run`` it published the job's
+    ``JobStatus``; from the patch on it records the marker and publishes none."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_input_cancel_signal_before_reporting_core_v3"]
+    after = by_name["job_input_cancel_signal_reporting_core_v3"]
+    assert CANCEL_REPORTING_RUN not in patches(before) and CANCEL_REPORTING_RUN in patches(after)
+
+    def published(path: Path) -> set[str]:
+        return {
+            name
+            for event in json.loads(path.read_text())["events"]
+            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
+            .get("searchAttributes", {})
+            .get("indexedFields", {})
+        }
+
+    assert "JobStatus" in published(before) and "JobStatus" not in published(after)
 
 
 def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:

@@ -42,6 +42,7 @@ from curaflow.domain.messages import (
     AcquireInput,
     Admitted,
     Budgets,
+    CancelAnswer,
     CancelRequest,
     CellUpdate,
     DeliverInput,
@@ -170,6 +171,9 @@ class Fakes:
     admit_final: JobState | None = None
     #: The jobs started or admitted, by job id: ``finish`` decides every target's cell.
     jobs: dict[str, JobInput] = field(default_factory=dict)
+    #: What ``request_cancel`` answers (the real one: ``CancelAnswer`` when the job had
+    #: ended and another run of its id holds it; else None).
+    cancel_answer: CancelAnswer | None = None
     #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
     #: The work ``search`` binds for a target (target id → work); absent: ``w-<target>``,
@@ -373,7 +377,7 @@ class Fakes:
             return job_state(record)
 
         @activity.defn(name="request_cancel")
-        async def request_cancel(inp: CancelRequest) -> None:
+        async def request_cancel(inp: CancelRequest) -> CancelAnswer | None:
             fakes.cancels.append(time.monotonic())
             act = fakes.cancel_acts.pop(0) if fakes.cancel_acts else Act()
             if act.kind == "held":  # a slow ledger: the cancel is being recorded
@@ -384,6 +388,7 @@ class Fakes:
             job_id = activity.info().workflow_id
             assert job_id is not None
             await client_of().get_workflow_handle(job_id).cancel()
+            return fakes.cancel_answer
 
         @activity.defn(name="paused_steps")
         async def paused_steps() -> list[PausedStep]:

@@ -8,7 +8,7 @@ and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-r
 ``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
 ``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
-``occurrence-one-meaning-input``, ``reporting-run-cancel``. The recorded histories
+``occurrence-one-meaning-input``, ``reporting-run-cancel``, ``cancel-reporting-run``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -32,6 +32,7 @@ from tests.workflow.harness import Env, temporal_activity, workers
 from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, retry_in_backoff
 from tests.workflow.test_push_bound import record
 from workflows.job import (
+    CANCEL_REPORTING_RUN,
     CANCELLED_END,
     CELL_PROGRESS,
     CORE_V2,
@@ -238,6 +239,31 @@ async def test_before_reporting_run_cancel_a_reporting_run_sent_cancel_stayed_op
 
     assert described.status == WorkflowExecutionStatus.RUNNING
     assert state == ended and env.fakes.cancels == []  # it never asked Temporal to cancel it
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["before", "after"])
+async def test_a_job_input_run_sent_cancel_under_an_ended_jobs_id_published_its_state_before_cancel_reporting_run(
+    unpatched: Unpatched, patched: bool
+) -> None:
+    """A run added with a job's ``JobInput`` under the id of a job that ended, sent ``cancel``
+    before its first step (``request_cancel`` answers ``ended_in_another_run``): before
+    ``cancel-reporting-run`` it published the job's end as its own ``JobStatus``; from the
+    patch on it only reports the job
+    (``tests/integration/test_job_identity.py::test_a_signal_with_start_cancel_under_an_ended_jobs_id_only_reports_the_job``)."""
+    from curaflow.domain.messages import CancelAnswer
+
+    async with unpatched(*(() if patched else (CANCEL_REPORTING_RUN,))) as env:
+        env.fakes.cancel_answer = CancelAnswer(ended_in_another_run=True)
+        inp = env.job()
+        env.fakes.jobs[inp.job_id] = inp
+        handle = await env.client.start_workflow(
+            "JobWorkflow", inp, id=inp.job_id, task_queue=env.queue, start_signal="cancel"
+        )
+        assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+        attributes = await env.search_attributes(handle)
+
+    assert env.fakes.steps() == [] and len(env.fakes.cancels) == 1
+    assert ("JobStatus" in attributes) is not patched
 
 
 async def test_before_push_bound_a_jobs_end_waited_for_every_push(unpatched: Unpatched) -> None:
