@@ -38,6 +38,7 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         finish.finish,
         finish.request_cancel,
         finish.paused_steps,
+        finish.ended_elsewhere,
         ScheduledActivity(deps).admit_occurrence,
         AdmitActivity(deps).admit,
         PushActivity(deps).push_events,

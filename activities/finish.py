@@ -43,6 +43,7 @@ from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import CancelAnswer, CancelRequest, FinishInput, JobState, PausedStep
 from curaflow.domain.state import job_state
 from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
+from curaflow.ledger.jobs import job_ended
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -191,6 +192,30 @@ class FinishActivity:
             # A cancel is already pending (e.g. the consumer's own, racing this one).
             log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)
         return answer
+
+    @activity.defn(name="ended_elsewhere")
+    async def ended_elsewhere(self) -> bool:
+        """Whether the calling execution's job had already ended in the ledger and another
+        run of its id holds it (:func:`~curaflow.temporal.job_runs.held_by_another_run`: one
+        visibility list, asked only for an ended job) — the question a job's first step
+        asks (``CellUpdate.ended_in_another_run``), for a run stopped by its deadline before
+        any step opened (``workflows.job.LATE_REPORTING_RUN``). False without a Temporal
+        client.
+
+        Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable) when the caller is no
+                ``JobWorkflow`` (:func:`activities.caller.require_own_job`).
+            temporalio.service.RPCError: Temporal refused or did not answer the list (the
+                attempt is retried).
+        """
+        info = activity.info()
+        require_own_job(info.workflow_id)
+        assert info.workflow_id is not None
+        if self.deps.client is None or not info.workflow_run_id:
+            return False
+        if not await job_ended(self.deps.pool, info.workflow_id):
+            return False
+        return await held_by_another_run(self.deps.client, info.workflow_id, info.workflow_run_id)
 
     @activity.defn(name="paused_steps")
     async def paused_steps(self) -> list[PausedStep]:

@@ -92,6 +92,7 @@ with workflow.unsafe.imports_passed_through():
         CANCEL_CONFIG,
         CANCELLED_END_CONFIG,
         CRON_CANCEL_CONFIG,
+        ENDED_ELSEWHERE_CONFIG,
         LOCAL_ACTIVITY_FAILURES,
         PAUSED_STEPS_CONFIG,
         failure_facts,
@@ -245,6 +246,17 @@ REPORTING_RUN_CANCEL = "reporting-run-cancel"
 #: own ``JobStatus`` / ``BusinessStatus`` (the lists named the job twice) and the ledger
 #: recorded a cancel on the ended job. Asked only where that answer arrived.
 CANCEL_REPORTING_RUN = "cancel-reporting-run"
+#: A run added with a job's ``JobInput`` under the id of a job that had ended, whose
+#: deadline (the ``JobInput``'s, copied) was behind it when it began — a ``temporal workflow
+#: reset --type FirstWorkflowTask`` of the job's closed run more than ``deadline_ms`` (30 min
+#: by default) after the job was admitted, a start with the input ``workflow show`` lists —
+#: stops before its first step, which is what tells such a run that it only reports the job
+#: (:data:`JOB_INPUT_REPORTING_RUN`). It now asks the same question before its finish
+#: (the ``ended_elsewhere`` local activity, :data:`~workflows.steps.ENDED_ELSEWHERE_CONFIG`)
+#: and only reports the job. Before, it published the job's end as its own ``JobStatus`` /
+#: ``BusinessStatus``: the failed jobs' list named a failed job twice. Asked only by a
+#: ``JobInput`` run that the deadline stopped before any step opened.
+LATE_REPORTING_RUN = "late-reporting-run"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -333,6 +345,7 @@ class JobWorkflow:
         self._cause = FinishCause.COMPLETED
         self._temporal_cancel = False  # a Temporal cancel request reached the execution
         self._cancel_asked = False  # this run's cancel path asked Temporal to cancel it
+        self._stepped = False  # a step of this run was scheduled (LATE_REPORTING_RUN)
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal.connection)
         self._details = ""
@@ -816,6 +829,18 @@ class JobWorkflow:
         if (bug := _bug(cells)) is not None:
             raise bug
         self._mark_paused(paused)
+        if (
+            self._cause == FinishCause.DEADLINE
+            and not self._stepped
+            and self._submission.task is None
+            and not self._reporting
+            and workflow.patched(LATE_REPORTING_RUN)
+        ):
+            ended_elsewhere = await workflow.execute_local_activity_method(
+                FinishActivity.ended_elsewhere, **ENDED_ELSEWHERE_CONFIG
+            )
+            if ended_elsewhere:
+                self._report_only()
         self._phase = Phase.FINISHING
         try:
             final = await workflow.execute_local_activity_method(
@@ -983,6 +1008,7 @@ class JobWorkflow:
         inp = self._inp
         if self._phase != Phase.RUNNING or inp is None:
             return None
+        self._stepped = True
         cell = self._cells[tid]
         if not is_terminal(cell.state):
             self._set_cell(cell.model_copy(update={"stage": STAGE_OF[step]}))

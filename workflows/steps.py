@@ -92,6 +92,16 @@ CANCELLED_END_CONFIG = workflow.LocalActivityConfig(
 )
 
 
+#: ``ended_elsewhere`` (a ``JobInput`` run stopped by its deadline before its first step,
+#: ``workflows.job.LATE_REPORTING_RUN``): one ledger read and, for an ended job, one
+#: visibility list; retried while the ledger or Temporal is away, as ``finish`` is.
+ENDED_ELSEWHERE_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+    summary="ask whether another run holds the ended job",
+)
+
+
 #: ``paused_steps`` (at a deadline with steps in flight, ``workflows.job.PAUSED_STEPS``): one
 #: describe of the execution (and its history when a step is paused); not retried — an
 #: answer that does not come names no pause, and the deadline's stop goes on.

@@ -336,6 +336,12 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
     return status.endswith("1")
 
 
+async def job_ended(pool: asyncpg.Pool, job_id: str) -> bool:
+    """Whether the job ended in the ledger (``jobs.completed_at`` set); False for an open or
+    unknown job. One statement."""
+    return await pool.fetchval("SELECT completed_at IS NOT NULL FROM jobs WHERE job_id = $1", job_id) is True
+
+
 async def deadline_of(pool: asyncpg.Pool, job_id: str) -> int | None:
     """The job's deadline (``jobs.deadline_at``, epoch ms UTC), None when unknown or unset.
 

@@ -768,3 +768,39 @@ async def test_a_signal_with_start_cancel_under_an_ended_jobs_id_only_reports_th
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
     assert await pool.fetchrow("SELECT cancel_requested_at, cancel_reason FROM jobs WHERE job_id = $1", job_id) == row
+
+
+@pytest.mark.parametrize("end", ["succeeded", "failed"])
+async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_reports_the_job(env: Env, end: str) -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of an HTTP job's closed run once
+    its deadline has passed (30 min by default: any reset of a job ended an hour ago) starts
+    the new run with the job's ``JobInput``, whose ``deadline_at_ms`` is behind it: the run
+    stops at its deadline before its first step — the step that tells a run added under an
+    ended job's id that it only reports the job. Here a start with the job's input, its
+    deadline set back as the clock would have moved it (the dev server's clock cannot be
+    moved). It must only report the job: no ``JobStatus``, the ledger as it was."""
+    body = task(f"late-{short_id()}", query={"tags": NOTHING}) if end == "failed" else task(f"late-{short_id()}")
+    answer = await env.http.post("/jobs", json=body)
+    assert answer.status_code == 202, answer.text
+    job_id = str(answer.json()["job"]["job_id"])
+    await env.stack.wait_terminal(job_id, 60)
+    own = (await settled_snapshot(env, job_id)).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert report["status"] == end
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    late = await job_input_of(env, job_id, own)
+    late["deadline_at_ms"] = now_ms() - 1_000
+
+    await env.client.start_workflow("JobWorkflow", late, id=job_id, task_queue=env.stack.task_queue)
+
+    closed = WorkflowExecutionStatus.COMPLETED if end == "succeeded" else WorkflowExecutionStatus.FAILED
+    assert await closed_status(env.client, job_id, 60) == closed
+    if end == "failed":
+        record_history(env, job_id, "job_input_past_deadline_reporting_core_v3")
+    described = await env.client.get_workflow_handle(job_id).describe()
+    assert described.run_id != own
+    assert described.typed_search_attributes.get(JOB_STATUS) is None
+    assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events

@@ -28,6 +28,7 @@ from workflows.job import (
     CANCELLED_END,
     FOREIGN_INPUT,
     JOB_INPUT_REPORTING_RUN,
+    LATE_REPORTING_RUN,
     NO_CRON,
     ONE_MEANING,
     OWN_JOB_ONLY,
@@ -83,6 +84,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 PAUSED_STEPS_UNANSWERED,
                 REPORTING_RUN_CANCEL,
                 CANCEL_REPORTING_RUN,
+                LATE_REPORTING_RUN,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -156,6 +158,27 @@ def test_histories_of_a_job_input_run_sent_cancel_under_an_ended_jobs_id_are_kep
     before = by_name["job_input_cancel_signal_before_reporting_core_v3"]
     after = by_name["job_input_cancel_signal_reporting_core_v3"]
     assert CANCEL_REPORTING_RUN not in patches(before) and CANCEL_REPORTING_RUN in patches(after)
+
+    def published(path: Path) -> set[str]:
+        return {
+            name
+            for event in json.loads(path.read_text())["events"]
+            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
+            .get("searchAttributes", {})
+            .get("indexedFields", {})
+        }
+
+    assert "JobStatus" in published(before) and "JobStatus" not in published(after)
+
+
+def test_histories_of_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_are_kept() -> None:
+    """A run added with a job's ``JobInput`` whose deadline was behind it (a reset of an
+    ended job's run past its deadline): recorded before ``late-reporting-run`` it published
+    the job's ``JobStatus``; from the patch on it asks ``ended_elsewhere`` and publishes none."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_input_past_deadline_before_reporting_core_v3"]
+    after = by_name["job_input_past_deadline_reporting_core_v3"]
+    assert LATE_REPORTING_RUN not in patches(before) and LATE_REPORTING_RUN in patches(after)
 
     def published(path: Path) -> set[str]:
         return {

@@ -174,6 +174,9 @@ class Fakes:
     #: What ``request_cancel`` answers (the real one: ``CancelAnswer`` when the job had
     #: ended and another run of its id holds it; else None).
     cancel_answer: CancelAnswer | None = None
+    #: What ``ended_elsewhere`` answers (the real one: the job ended and another run of its
+    #: id holds it).
+    ended_elsewhere: bool = False
     #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
     #: The work ``search`` binds for a target (target id → work); absent: ``w-<target>``,
@@ -390,6 +393,10 @@ class Fakes:
             await client_of().get_workflow_handle(job_id).cancel()
             return fakes.cancel_answer
 
+        @activity.defn(name="ended_elsewhere")
+        async def ended_elsewhere() -> bool:
+            return fakes.ended_elsewhere
+
         @activity.defn(name="paused_steps")
         async def paused_steps() -> list[PausedStep]:
             if fakes.paused_steps_error:
@@ -422,7 +429,18 @@ class Fakes:
                 await fakes.admit_hold.wait()
             return fakes._admit(inp.task)
 
-        return [acquire, search, fetch, deliver, finish, request_cancel, paused_steps, push_events, admit]
+        return [
+            acquire,
+            search,
+            fetch,
+            deliver,
+            finish,
+            request_cancel,
+            paused_steps,
+            ended_elsewhere,
+            push_events,
+            admit,
+        ]
 
     def _admit(self, task: dict[str, Any]) -> Admitted:
         """What the ledger's admission answers ``task`` (see the module doc)."""

@@ -8,7 +8,8 @@ and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-r
 ``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
 ``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
-``occurrence-one-meaning-input``, ``reporting-run-cancel``, ``cancel-reporting-run``. The recorded histories
+``occurrence-one-meaning-input``, ``reporting-run-cancel``, ``cancel-reporting-run``,
+``late-reporting-run``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -40,6 +41,7 @@ from workflows.job import (
     EXPLICIT_SUBMISSION,
     FAILED_EXECUTION,
     JOB_INPUT_REPORTING_RUN,
+    LATE_REPORTING_RUN,
     ONE_MEANING,
     PAUSED_STEPS,
     PAUSED_STEPS_UNANSWERED,
@@ -263,6 +265,27 @@ async def test_a_job_input_run_sent_cancel_under_an_ended_jobs_id_published_its_
         attributes = await env.search_attributes(handle)
 
     assert env.fakes.steps() == [] and len(env.fakes.cancels) == 1
+    assert ("JobStatus" in attributes) is not patched
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["before", "after"])
+async def test_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_published_its_state_before_late_reporting_run(
+    unpatched: Unpatched, patched: bool
+) -> None:
+    """A run added with a job's ``JobInput`` whose deadline is behind it (a reset of an ended
+    job's run past its deadline) stops before its first step: before ``late-reporting-run``
+    it published the job's end as its own ``JobStatus``; from the patch on it asks
+    ``ended_elsewhere`` and only reports the job
+    (``tests/integration/test_job_identity.py::test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_reports_the_job``)."""
+    async with unpatched(*(() if patched else (LATE_REPORTING_RUN,))) as env:
+        env.fakes.ended_elsewhere = True
+        handle = await env.start(env.job(deadline_ms=-1_000))
+        assert await env.closed(handle) == WorkflowExecutionStatus.FAILED  # the fake finish: expired
+        attributes = await env.search_attributes(handle)
+        scheduled = [name for _, name in await env.scheduled(handle)]
+
+    assert env.fakes.steps() == []
+    assert ("ended_elsewhere" in scheduled) is patched
     assert ("JobStatus" in attributes) is not patched
 
 
