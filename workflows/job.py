@@ -77,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
         TargetSpec,
     )
     from curaflow.domain.models import CellSnapshot, DeliveryReport
-    from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, job_search_attributes
+    from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, JOB_TYPE, job_search_attributes
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
     from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
     from curaflow.protocol.errors import ProtocolError, invalid_params
@@ -257,6 +257,17 @@ CANCEL_REPORTING_RUN = "cancel-reporting-run"
 #: ``BusinessStatus``: the failed jobs' list named a failed job twice. Asked only by a
 #: ``JobInput`` run that the deadline stopped before any step opened.
 LATE_REPORTING_RUN = "late-reporting-run"
+#: A run that only reports a job (:meth:`JobWorkflow._report_only`) started without the
+#: job's ``JobType`` — a plain start with the job's ``JobInput`` (a reset copies the start's
+#: attributes, a plain start carries none) — upserts the job's attributes but its state
+#: (``JobType``, ``TargetIds``…), as a Task's reporting run does, so the id's latest run is
+#: read as one that held the job (:func:`curaflow.temporal.job_runs.held_a_job`). Before, it
+#: was read as a run that held no job: ``start_job`` with the job's Task tried the start
+#: again with ``ALLOW_DUPLICATE_FAILED_ONLY``, which Temporal refuses after a completed run —
+#: the client got a bare ``RPCError`` ("Update-with-Start could not be executed") instead of
+#: the job's state — and after a cancelled or failed one added yet another run. Asked only
+#: where such a run reports, without ``JobType``.
+REPORTING_RUN_ATTRIBUTES = "reporting-run-attributes"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -1069,8 +1080,16 @@ class JobWorkflow:
         self._reporting = True
         carried = workflow.info().typed_search_attributes
         stale = [key.value_unset() for key in (JOB_STATUS, BUSINESS_STATUS) if carried.get(key) is not None]
-        if stale:
-            workflow.upsert_search_attributes(stale)
+        held: list[Any] = []
+        if carried.get(JOB_TYPE) is None and workflow.patched(REPORTING_RUN_ATTRIBUTES):
+            assert self._inp is not None
+            held = [
+                pair.key.value_set(pair.value)
+                for pair in job_search_attributes(self._inp)
+                if pair.key.name not in JOB_STATE_ATTRIBUTES
+            ]
+        if stale or held:
+            workflow.upsert_search_attributes([*stale, *held])
 
     def _apply(self, update: CellUpdate) -> None:
         cell = update.cell

@@ -804,3 +804,48 @@ async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_repor
     assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+
+
+@pytest.mark.parametrize("end", ["succeeded", "cancelled"])
+async def test_start_job_after_a_plain_start_with_the_job_input_answers_the_job_and_adds_no_run(
+    env: Env, end: str
+) -> None:
+    """A plain start with an ended HTTP job's ``JobInput`` under its id (Temporal's default
+    reuse policy; a reset copies the start's search attributes, a plain start carries none)
+    adds a run that only reports the job. ``start_job`` with the job's Task must then answer
+    the job's state and add no run: the reporting run is the id's latest, and it held the
+    job. Before, it carried no ``JobType``, was read as a run that held no job, and the
+    start was tried again with ``ALLOW_DUPLICATE_FAILED_ONLY``: a bare ``RPCError`` after a
+    completed run, one more run after a cancelled one."""
+    if end == "succeeded":
+        body = task(f"plain-{short_id()}")
+        answer = await env.http.post("/jobs", json=body)
+        assert answer.status_code == 202, answer.text
+        job_id = str(answer.json()["job"]["job_id"])
+        await env.stack.wait_terminal(job_id, 60)
+    else:
+        job_id = await http_job_ended(env, end)
+        pool = await env.stack.ledger()
+        key = await pool.fetchval("SELECT idempotency_key FROM jobs WHERE job_id = $1", job_id)
+        body = task(key)
+    own = (await settled_snapshot(env, job_id)).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    await env.client.start_workflow(
+        "JobWorkflow", await job_input_of(env, job_id, own), id=job_id, task_queue=env.stack.task_queue
+    )
+    closed = WorkflowExecutionStatus.COMPLETED if end == "succeeded" else WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id, 60) == closed
+    if end == "succeeded":
+        record_history(env, job_id, "job_input_reporting_attributes_core_v3")
+    added = (await env.client.get_workflow_handle(job_id).describe()).run_id
+
+    handle = await start_job(env.client, body, task_queue=env.stack.task_queue)
+
+    assert handle.id == job_id
+    if end == "succeeded":
+        assert JobState.model_validate(await handle.result()).status == "succeeded"
+    else:
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert (await env.client.get_workflow_handle(job_id).describe()).run_id == added  # no run added
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report

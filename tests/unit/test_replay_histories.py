@@ -35,6 +35,7 @@ from workflows.job import (
     PAUSED_STEPS,
     PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
+    REPORTING_RUN_ATTRIBUTES,
     REPORTING_RUN_CANCEL,
     RUN_LIMIT,
     STARTER_ATTRIBUTES,
@@ -85,6 +86,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 REPORTING_RUN_CANCEL,
                 CANCEL_REPORTING_RUN,
                 LATE_REPORTING_RUN,
+                REPORTING_RUN_ATTRIBUTES,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -190,6 +192,28 @@ def test_histories_of_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_a
         }
 
     assert "JobStatus" in published(before) and "JobStatus" not in published(after)
+
+
+def test_histories_of_a_job_input_reporting_run_started_plainly_before_and_after_it_carries_the_job_are_kept() -> None:
+    """A run added by a plain start with an ended job's ``JobInput`` (no search attributes at
+    its start): recorded before ``reporting-run-attributes`` it reported the job without
+    ``JobType`` (read as a run that held no job); from the patch on it upserts the job's
+    ``JobType`` / ``TargetIds``, never its state."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before, after = by_name["job_input_reporting_cancelled_core_v3"], by_name["job_input_reporting_attributes_core_v3"]
+    assert REPORTING_RUN_ATTRIBUTES not in patches(before) and REPORTING_RUN_ATTRIBUTES in patches(after)
+
+    def upserted(path: Path) -> set[str]:
+        return {
+            name
+            for event in json.loads(path.read_text())["events"]
+            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
+            .get("searchAttributes", {})
+            .get("indexedFields", {})
+        }
+
+    assert "JobType" not in upserted(before)
+    assert {"JobType", "TargetIds"} <= upserted(after) and "JobStatus" not in upserted(after)
 
 
 def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
