@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, SecretStr
 
 from curaflow.config.base import ID_PATTERN
+from curaflow.config.observability import MAX_LEDGER_GAUGES_INTERVAL_MS
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.config.targets import TargetConfig
 from curaflow.domain.execution import MAX_HEARTBEAT_INTERVAL_MS, MAX_JOB_SENDS, MAX_JOB_TARGETS
@@ -44,6 +45,11 @@ OWN_CEILINGS: dict[str, tuple[int, str]] = {
         MAX_HEARTBEAT_INTERVAL_MS,
         "a step's heartbeat timeout is twice it, and a step whose worker was lost at the deadline must be "
         "given up within the execution's grace: curaflow.domain.execution.MAX_HEARTBEAT_INTERVAL_MS",
+    ),
+    "observability.ledger_gauges_interval_ms": (
+        MAX_LEDGER_GAUGES_INTERVAL_MS,
+        "CuraflowLedgerGaugesStale pages on a reading older than 2 minutes for 2 minutes; read less often, "
+        "a healthy ledger pages it: curaflow.config.observability.MAX_LEDGER_GAUGES_INTERVAL_MS",
     ),
 }
 

@@ -10,6 +10,14 @@ from curaflow.config.base import Section
 
 #: The log levels a process takes (``logging``'s names; ``observability.log_level``).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: The longest ``observability.ledger_gauges_interval_ms`` (1 min). ``CuraflowLedgerGaugesStale``
+#: pages on a reading older than 2 minutes for 2 minutes, and a healthy process's reading
+#: ages to its interval plus two reads' time before the next one lands: at most a minute
+#: keeps it young enough that one failed read does not page either. Until 2026-12-07 any
+#: interval up to a year loaded, and the only process reading every 5 minutes paged
+#: "curaflow cannot read its ledger" every 5 minutes while its ledger answered every read
+#: (``curaflow.config.checks.OWN_CEILINGS``).
+MAX_LEDGER_GAUGES_INTERVAL_MS = 60_000
 
 
 class ObservabilitySettings(Section):
@@ -27,7 +35,7 @@ class ObservabilitySettings(Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.ledger.gauges`).
+            (:mod:`curaflow.ledger.gauges`), 100 ms … :data:`MAX_LEDGER_GAUGES_INTERVAL_MS`.
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h); the lookback of
             ``curaflow_deliveries_last_seconds`` and ``curaflow_schedule_missed_last_seconds``,
             never less than 2 h (the alerts' windows: :data:`curaflow.ledger.gauges.LAST_LOOKBACK_MS`).

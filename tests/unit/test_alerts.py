@@ -1220,3 +1220,63 @@ def test_every_process_exports_its_start_time_for_the_counter_alerts() -> None:
         if not name.startswith(("curaflow_", "temporal_"))
     }
     assert other == {"process_start_time_seconds"}
+
+
+#: How long one reading of the ledger gauges may take (its statements' 5 s timeout), s.
+GAUGE_READ_S = 5
+
+
+def largest_accepted_gauge_interval_ms() -> int:
+    """The largest ``observability.ledger_gauges_interval_ms`` a process loads (bisected)."""
+    from curaflow.config import ConfigError, load_settings
+
+    def loads(value: int) -> bool:
+        try:
+            load_settings(observability={"ledger_gauges_interval_ms": value})
+        except ConfigError:
+            return False
+        return True
+
+    low, high = 15_000, 400 * 86_400_000  # loaded; refused (beyond every duration's ceiling)
+    assert loads(low) and not loads(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if loads(middle) else (low, middle)
+    return low
+
+
+def healthy_gauge_age(interval_s: float, minutes: int, failed_reads: tuple[int, ...] = ()) -> str:
+    """``curaflow_ledger_gauges_age_seconds`` of a process refreshing every ``interval_s`` (each
+    read taking :data:`GAUGE_READ_S`, the reads numbered in ``failed_reads`` failing), scraped
+    every minute: the age counts from when the last read that completed began
+    (:func:`curaflow.ledger.gauges.run_ledger_gauges`)."""
+    starts = [k * (interval_s + GAUGE_READ_S) for k in range(int(minutes * 60 / interval_s) + 2)]
+    ages = []
+    for minute in range(minutes + 1):
+        now = minute * 60
+        read = [s for k, s in enumerate(starts) if s + GAUGE_READ_S <= now and k not in failed_reads]
+        ages.append(str(round(now - read[-1] if read else now)))
+    return " ".join(ages)
+
+
+@needs_promtool
+def test_a_healthy_ledger_read_at_the_largest_interval_a_process_loads_never_pages(tmp_path: Path) -> None:
+    """``CuraflowLedgerGaugesStale`` calls a reading older than 2 minutes, for 2 minutes, no
+    reading at all: whatever interval a process loads, the only process refreshing its gauges
+    at it — every read answered, or one failing — never pages (until 2026-12-07 any interval
+    up to a year loaded, and one of 5 minutes paged 'cannot read its ledger' every 5 minutes)."""
+    interval_s = largest_accepted_gauge_interval_ms() / 1000
+    minutes = 180
+    cases = [
+        {
+            "name": f"CuraflowLedgerGaugesStale: one process reading every {interval_s} s{why}",
+            "alert": "CuraflowLedgerGaugesStale",
+            "series": [
+                ('curaflow_ledger_gauges_age_seconds{instance="w1"}', healthy_gauge_age(interval_s, minutes, failed))
+            ],
+            "expect": [(f"{t}m", None) for t in range(minutes + 1)],
+        }
+        for failed, why in (((), ""), ((5,), ", its sixth read failing"))
+    ]
+    done = promtool_cases(tmp_path, cases)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr

@@ -320,3 +320,19 @@ def test_a_foreign_queue_wait_under_a_second_or_beyond_a_year_is_refused(value: 
     # Under a second the wait would only race Temporal's list of the queue's pollers.
     with pytest.raises(ConfigError, match=rf"foreign_queue_wait_ms.*{message}"):
         load_settings(foreign_queue_wait_ms=value)
+
+
+@pytest.mark.parametrize("value", [60_001, 300_000, 86_400_000])
+def test_a_ledger_gauges_interval_beyond_a_minute_is_refused_naming_the_alert(value: int) -> None:
+    # A reading older than 2 minutes, for 2 minutes, pages CuraflowLedgerGaugesStale: a process
+    # reading less often than every minute would page it while its ledger answers every read.
+    with pytest.raises(ConfigError, match=r"observability\.ledger_gauges_interval_ms.*at most 60000"):
+        load_settings(observability={"ledger_gauges_interval_ms": value})
+
+
+@pytest.mark.parametrize("value", [100, 15_000, 60_000])
+def test_a_ledger_gauges_interval_up_to_a_minute_loads(value: int) -> None:
+    assert (
+        load_settings(observability={"ledger_gauges_interval_ms": value}).observability.ledger_gauges_interval_ms
+        == value
+    )
