@@ -17,7 +17,9 @@ the workflow starter and the Temporal connection. The rule:
   restarted the same way, unless the loop is ``finite`` (it ends when its work is done,
   e.g. connecting to Temporal).
 * A loop that has not been healthy for ``supervision.fatal_after_ms`` (no ``ok()`` since
-  its failures began) cannot recover by itself: the supervisor logs
+  its failures began: counted from its first failure after its last ``ok()``, not from that
+  ``ok()`` — a loop ticking less often than the bound, the worker's hourly retention pass,
+  exited the process on one failed tick until 2026-12-07) cannot recover by itself: the supervisor logs
   ``background.loop_unrecoverable`` and fails the process, which exits with status
   :data:`EXIT_LOOP_FAILED` (3) so that its own supervisor (Docker, systemd, Kubernetes,
   ``curaflow dev``) restarts it. Loops declared ``fatal=False`` are only counted and
@@ -68,7 +70,8 @@ class SupervisionPolicy:
     Attributes:
         initial_backoff_s: wait before the first restart of a failed loop.
         max_backoff_s: cap of the doubling backoff.
-        fatal_after_s: a loop failing for longer than this (no ``ok()`` since) fails the process.
+        fatal_after_s: a loop failing for longer than this (no ``ok()`` since its first
+            failure after its last one) fails the process.
     """
 
     initial_backoff_s: float = 0.5
@@ -99,6 +102,8 @@ class LoopState:
 
     Attributes:
         healthy_at: the last ``ok()`` (or the start).
+        failing_since: the first failure since the last ``ok()`` (None while none): what
+            ``supervision.fatal_after_ms`` is counted from.
         failures: consecutive failures since the last ``ok()``.
         errors: every failure since the start.
         last_error: ``Type: message`` of the latest failure.
@@ -114,6 +119,7 @@ class LoopState:
     name: str
     fatal: bool = True
     healthy_at: float = field(default_factory=time.monotonic)
+    failing_since: float | None = None
     failures: int = 0
     errors: int = 0
     last_error: str | None = None
@@ -146,6 +152,7 @@ class Beat:
     def ok(self, detail: str | None = None) -> None:
         """The loop did a unit of useful work: it is healthy now."""
         self._state.healthy_at = time.monotonic()
+        self._state.failing_since = None
         self._state.failures = 0
         self._state.detail = detail if detail is not None else self._state.detail
 
@@ -347,7 +354,13 @@ class Supervisor:
                 f"{type(error).__name__}: {error}" if error is not None else "returned while the process runs"
             )
             metrics.record_background_error(state.name)
-            down_s = time.monotonic() - state.healthy_at
+            # Down since the failures began, not since the last ok(): a loop that ticks less
+            # often than fatal_after_s (the hourly retention pass) was past it at its first
+            # failure, however short the blip.
+            now = time.monotonic()
+            if state.failing_since is None:
+                state.failing_since = now
+            down_s = now - state.failing_since
             retry_in = self.policy.backoff(state.failures)
             log.warning(
                 "background.loop_failed",

@@ -217,3 +217,48 @@ def test_loop_names_are_unique() -> None:
         await sup.close()
 
     asyncio.run(run())
+
+
+async def test_one_failed_tick_of_a_loop_ticking_less_often_than_fatal_after_is_survived() -> None:
+    # The worker's retention pass ticks every hour (retention.interval_ms) under a fatal_after_ms
+    # of 5 minutes: one pass failing on a blip (a lock timeout, a failover) came an hour after
+    # the last ok(), and the worker exited 3 on that one failure. The bound counts from when
+    # the failures began; a loop failing on and on still fails the process once past it.
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append)  # fatal after 0.3 s
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 2:
+            raise asyncpg.exceptions.LockNotAvailableError("canceling statement due to lock timeout")
+
+    sup.every("unit-hourly", 0.6, tick)  # ticks twice as far apart as fatal_after_s
+    await eventually(lambda: ticks >= 4, timeout_s=10, what="the ticks after the failed one")
+
+    assert reasons == [] and sup.failure is None
+    assert sup.checks()["loop:unit-hourly"]["ok"] is True
+    stop.set()
+    await sup.close()
+
+
+async def test_a_loop_failing_on_and_on_after_a_long_healthy_wait_fails_past_the_bound() -> None:
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks >= 2:
+            raise OSError("connection refused")
+
+    sup.every("unit-hourly-down", 0.6, tick)
+    await eventually(lambda: bool(reasons), timeout_s=10, what="the process failed")
+
+    assert len(reasons) == 1 and "unit-hourly-down has not recovered" in reasons[0]
+    assert ticks >= 3  # the first failure alone did not end it: its retries ran past the bound
+    await sup.close()
