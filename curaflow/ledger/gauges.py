@@ -37,6 +37,9 @@ metric                                     labels      value
 ``curaflow_route_paused_until_seconds``    route       the end of the route's pause, past or ahead
                                                        (``route_gates.paused_until``; none once
                                                        resumed)
+``curaflow_source_paused_until_seconds``   account     the end of the account's pause, past or ahead
+                                                       (``source_gates.paused_until``: the source
+                                                       restricted it; none once resumed)
 ``curaflow_schedule_missed_last_seconds``  schedule_id, when the watch or the trampoline last named
                                            why         a time the plan did not run
                                                        (``schedule_misses.recorded_at``)
@@ -172,6 +175,7 @@ class LedgerSnapshot:
     cells_failed_last_s: dict[str, float] = field(default_factory=dict)
     deliveries_last_s: dict[tuple[str, str], float] = field(default_factory=dict)
     routes_paused_until_s: dict[str, float] = field(default_factory=dict)
+    accounts_paused_until_s: dict[str, float] = field(default_factory=dict)
     schedule_missed_last_s: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
@@ -270,7 +274,8 @@ async def read_snapshot(
             since,
         )
         gates = await conn.fetch(
-            "SELECT gate, cooldown_until FROM source_gates WHERE gate = ANY($1::text[])", list(accounts.values())
+            "SELECT gate, cooldown_until, paused_until FROM source_gates WHERE gate = ANY($1::text[])",
+            list(accounts.values()),
         )
         intents = await conn.fetch(
             """SELECT route, status, count(*) FILTER (WHERE updated_at >= $1) AS n, max(updated_at) AS last
@@ -281,6 +286,7 @@ async def read_snapshot(
             since,
         )
     until = {r["gate"]: int(r["cooldown_until"]) for r in gates}
+    paused = {r["gate"]: int(r["paused_until"]) for r in gates if r["paused_until"]}
     caps = cooldown_caps_ms or {}
     left_ms = {
         account: cooldown_left_ms(until.get(gate, 0), now_ms, caps.get(account, UNCAPPED_MS))
@@ -316,6 +322,9 @@ async def read_snapshot(
         },
         deliveries_last_s=deliveries_last,
         routes_paused_until_s={route: int(until) / 1000 for route, until in _decoded(pushes["paused"], {}).items()},
+        accounts_paused_until_s={
+            account: paused[gate] / 1000 for account, gate in sorted(accounts.items()) if gate in paused
+        },
         schedule_missed_last_s=missed,
     )
 
@@ -386,6 +395,8 @@ class LedgerGauges(Collector):
             families["curaflow_deliveries_last_seconds"].add_metric([route, status], at)  # type: ignore[attr-defined]
         for route, until in sorted(snap.routes_paused_until_s.items()):
             families["curaflow_route_paused_until_seconds"].add_metric([route], until)  # type: ignore[attr-defined]
+        for account, until in sorted(snap.accounts_paused_until_s.items()):
+            families["curaflow_source_paused_until_seconds"].add_metric([account], until)  # type: ignore[attr-defined]
         for (schedule_id, why), at in sorted(snap.schedule_missed_last_s.items()):
             families["curaflow_schedule_missed_last_seconds"].add_metric([schedule_id, why], at)  # type: ignore[attr-defined]
         yield from families.values()

@@ -312,6 +312,13 @@ LEDGER_GAUGE_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "the ledger; no series once resumed).",
         ("route",),
     ),
+    "curaflow_source_paused_until_seconds": (
+        "The end of the source account's pause (its gate paused after the source restricted the "
+        "account: every job of it fails at once until then), ahead while it is paused (Unix time, seconds; "
+        "read from the ledger's source_gates; no series once resumed). What CuraflowSourceAccessRefused "
+        "reads besides the cells.",
+        ("account",),
+    ),
     "curaflow_schedule_missed_last_seconds": (
         "When a time of the plan that started no job was last named, by why (Unix time, seconds; read "
         "from the ledger's schedule_misses, looking back at least 2 hours).",

@@ -134,7 +134,9 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
                 now,
             )
         await conn.execute(
-            "INSERT INTO source_gates (gate, cooldown_until) VALUES ('curaflow-source-default', $1)", now + 90_000
+            "INSERT INTO source_gates (gate, cooldown_until, paused_until) VALUES ('curaflow-source-default', $1, $2)",
+            now + 90_000,
+            now + HOUR,
         )
         for n, (status, age) in enumerate(
             [
@@ -212,6 +214,7 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
     assert snap.deliveries_last_s == {(route, status): now / 1000 for route, status in snap.deliveries_last_s}
     assert set(snap.deliveries_last_s) == {("out", s) for s in ("delivered", "failed", "unknown")}
     assert snap.routes_paused_until_s == {"out": (now + HOUR) / 1000}  # a resumed route: none
+    assert snap.accounts_paused_until_s == {"default": (now + HOUR) / 1000}  # restricted, paused for the hour
     assert snap.schedule_missed_last_s == {
         ("nightly", "skipped_overlap"): (now - MIN) / 1000,
         ("(unconfigured)", "configuration_error"): (now - 2 * MIN) / 1000,
@@ -228,6 +231,7 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
     assert re.search(r"curaflow_ledger_gauges_age_seconds \d", text)
     assert re.search(r"curaflow_jobs_failed_last_seconds \d\.\d+e\+09", text)
     assert re.search(r'curaflow_route_paused_until_seconds\{route="out"\} \d', text)
+    assert re.search(r'curaflow_source_paused_until_seconds\{account="default"\} \d', text)
 
 
 async def scrape(url: str, needle: str, timeout_s: float = 30.0) -> str:

@@ -1280,3 +1280,54 @@ def test_a_healthy_ledger_read_at_the_largest_interval_a_process_loads_never_pag
     ]
     done = promtool_cases(tmp_path, cases)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+
+
+RESTRICTED = {"severity": "page", "reason": "account_restricted"}
+#: A restricted account's gate is paused (``source_gates.paused_until``, for
+#: ``pixiv.restriction_pause_ms``; lifted by ``curaflow accounts resume``): every job of the
+#: account fails at once meanwhile, and nothing is cured until an operator acts.
+ACCOUNT_PAUSE_CASES: list[dict[str, Any]] = [
+    {  # restricted at 0s, paused for 2 h, no job of the account since (a daily plan)
+        "name": "CuraflowSourceAccessRefused: an account paused past the cell's 30 minutes",
+        "alert": "CuraflowSourceAccessRefused",
+        "series": [
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="api"}', "0x150"),
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="w1"}', "0x150"),
+            ('curaflow_source_paused_until_seconds{account="default",instance="api"}', "7200x150"),
+            (
+                'curaflow_source_paused_until_seconds{account="default",instance="w1"}',
+                "7200x60 stale 7200x20 _x5 7200x70",
+            ),
+        ],
+        "expect": [(f"{t}m", RESTRICTED) for t in (1, 29, 31, 45, 60, 61, 62, 90, 119)]
+        + [("121m", None), ("140m", None)],
+    },
+    {  # resumed at 40m: the pause's series goes (no row paused)
+        "name": "CuraflowSourceAccessRefused: an account resumed",
+        "alert": "CuraflowSourceAccessRefused",
+        "series": [
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="api"}', "0x100"),
+            ('curaflow_source_paused_until_seconds{account="default",instance="api"}', "7200x40"),
+        ],
+        "expect": [("35m", RESTRICTED), ("40m", RESTRICTED), ("43m", None), ("60m", None)],
+    },
+    {  # a pause that ended long ago, or never any: no page
+        "name": "CuraflowSourceAccessRefused: a pause that ended",
+        "alert": "CuraflowSourceAccessRefused",
+        "series": [
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="api"}', "-86400x100"),
+            ('curaflow_source_paused_until_seconds{account="default",instance="api"}', "-82800x100"),
+        ],
+        "expect": [(f"{t}m", None) for t in (0, 1, 30, 60, 100)],
+    },
+]
+
+
+@needs_promtool
+def test_a_restricted_account_pages_for_as_long_as_it_is_paused(tmp_path: Path) -> None:
+    """A restricted account is paused (every job of it fails at once) until its pause ends or an
+    operator resumes it: the page stands meanwhile, not only for 30 minutes after the cell that
+    paused it (until 2026-12-07 it resolved then, the account still paused, and fired again with
+    the next job's cell: a page per job of a held account, silent between)."""
+    done = promtool_cases(tmp_path, ACCOUNT_PAUSE_CASES)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr
