@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from curaflow.config import load_settings
@@ -183,6 +184,60 @@ def test_the_commit_is_passed_to_the_image() -> None:
 def test_the_stacks_config_file_is_valid() -> None:
     settings = load_settings(ROOT / "deploy" / "curaflow.toml")
     assert settings.schedules and settings.schedules[0].id == "nightly"
+
+
+def compose_value(text: str, env: dict[str, str]) -> str:
+    """``text`` of the compose file with its ``${VAR}``, ``${VAR:-default}`` / ``${VAR-default}``
+    and ``${VAR:?message}`` resolved from ``env`` as Docker Compose resolves them."""
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2) or "", match.group(3) or ""
+        value = env.get(name)
+        if op == ":-":
+            return value if value else arg
+        if op == "-":
+            return value if value is not None else arg
+        if op == ":?":
+            assert value, f"{name}: {arg}"
+        return value or ""
+
+    return re.sub(r"\$\{([A-Z0-9_]+)(?:(:-|-|:\?)([^}]*))?\}", one, text)
+
+
+def example_env(*, optional: bool) -> dict[str, str]:
+    """``deploy/curaflow.env.example`` as an operator fills it in: every change-me value
+    replaced; ``optional`` False leaves out every variable the compose file does not require."""
+    example = (ROOT / "deploy" / "curaflow.env.example").read_text()
+    env = dict(re.findall(r"^([A-Z0-9_]+)=(.*)$", example, re.M))
+    env = {k: (f"operator-chosen-{k.lower()}" if v.startswith("change-me") else v) for k, v in env.items()}
+    if not optional:
+        required = set(re.findall(r"\$\{([A-Z0-9_]+):\?", COMPOSE_TEXT))
+        env = {k: v for k, v in env.items() if k in required}
+    return env
+
+
+@pytest.mark.parametrize("optional", [True, False], ids=["the-example-filled-in", "only-the-required-variables"])
+def test_every_curaflow_container_loads_its_settings_from_the_shipped_files(
+    optional: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each container's environment as Compose hands it over (a variable left empty by
+    # `${VAR:-}` is there, empty) with the shipped curaflow.toml: every setting loads. Until
+    # 2026-12-07 CURAFLOW_OBSERVABILITY__OTLP_ENDPOINT was ${OTLP_ENDPOINT:-}, empty unless
+    # the operator set an endpoint, and every curaflow container refused to start
+    # ("observability.otlp_endpoint is empty").
+    env = example_env(optional=optional)
+    services = {name: svc for name, svc in SERVICES.items() if "CURAFLOW_CONFIG" in (svc.get("environment") or {})}
+    assert {"api", "worker"} <= set(services)
+    for name, svc in services.items():
+        for key in list(os.environ):
+            if key.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_", "OTEL_")) or key == "DATABASE_URL":
+                monkeypatch.delenv(key)
+        for key, value in svc["environment"].items():
+            monkeypatch.setenv(key, compose_value(str(value), env))
+        monkeypatch.setenv("CURAFLOW_CONFIG", str(ROOT / "deploy" / "curaflow.toml"))  # the file mounted there
+        monkeypatch.setenv("CURAFLOW_STATE_DIR", str(tmp_path / name))
+        settings = load_settings()
+        assert settings.temporal.address == "temporal:7233", name
 
 
 # ---- image and packaging ----------------------------------------------------------------------
