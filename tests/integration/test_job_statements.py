@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 #: Statements of a one-cell job of a work of ``pages`` pages, by step (BEGIN and COMMIT
 #: included): admission (the job, its cells and ``job.accepted``, one call of
 #: ``curaflow_admit_job``; the start is recorded
-#: separately), acquire (the step with ``job.started``; one rate-gate slot per source
+#: separately), acquire (the step and ``job.started`` in one statement; one rate-gate slot per source
 #: request — the search page and each image page; the ledger's memory of the page's
 #: works; the binding that carries the step on; the artifact's copy with the move to
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.integration
 #: cell), finish (the job read; its end and ``job.succeeded`` in one call of
 #: ``curaflow_finish_job``).
 ADMISSION = 1
-ACQUIRE_BEFORE_PAGES = 14
+ACQUIRE_BEFORE_PAGES = 13
 DELIVER = 9
 FINISH = 5
 

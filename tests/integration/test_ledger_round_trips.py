@@ -225,10 +225,10 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     assert lease["lease_owner"] == "w1" and lease["lease_until"] is not None
     work = _work_statements(seen)
     # The lock with the barrier and one write of both rows, which also holds all the
-    # stage rule needs of a job of one cell (its last stage and that cell); then
-    # job.started and job.progress in one call.
+    # stage rule needs of a job of one cell (its last stage and that cell) — and, in the
+    # same statement, job.started and job.progress (curaflow_set_job_stage after the writes).
     assert not [q for q in work if q.startswith("UPDATE cells") or q.startswith("UPDATE jobs")], work
-    assert len(work) == 2, work
+    assert len(work) == 1 and "curaflow_set_job_stage" in work[0], work
     row = await ledger_pool.fetchrow("SELECT started_at, attempt, last_stage FROM jobs WHERE job_id = $1", job_id)
     assert row["started_at"] is not None and row["attempt"] == 1 and row["last_stage"] == "searching"
     events = await ledger_pool.fetch("SELECT type, payload FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
@@ -241,6 +241,40 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     async with ledger_pool.acquire() as conn, conn.transaction():
         await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=2, lease_ms=60_000, owner="w1")
     assert await ledger_pool.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1", job_id) == 3
+
+
+async def test_a_step_that_waited_for_the_job_lock_writes_the_stage_of_the_cell_it_found(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    """A step opens while another transaction holds the job row and ends the job's one
+    cell: the step's statement waits for the lock, and the stage it writes in the same
+    statement is the stage of the cell as that transaction left it — ended, so no open
+    stage and no ``job.progress`` — not of the cell as it was when the statement began."""
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1")
+
+    async def open_delivering() -> cells.StepOpened:
+        async with ledger_pool.acquire() as conn, conn.transaction():
+            return await cells.start_step(
+                conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w2"
+            )
+
+    async with ledger_pool.acquire() as holder:
+        tx = holder.transaction()
+        await tx.start()
+        await cells.finish_cell(holder, job_id, "demo", CellState.FAILED, "internal_error")
+        waiting = asyncio.create_task(open_delivering())
+        await waiting_for_a_lock(ledger_pool)  # the step's statement is blocked on the job row
+        assert not waiting.done()
+        await tx.commit()
+        opened = await asyncio.wait_for(waiting, 10)
+    assert opened.cell is not None and opened.cell.state == CellState.FAILED and opened.barrier is None
+    assert await ledger_pool.fetchval("SELECT last_stage FROM jobs WHERE job_id = $1", job_id) == "searching"
+    events = await ledger_pool.fetch("SELECT type, payload FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    assert [e["type"] for e in events] == ["job.accepted", "job.started", "job.progress"], events
+    assert events[2]["payload"]["progress"]["stage"] == "searching"
 
 
 async def test_the_stage_of_a_job_of_several_cells_is_read_once_per_transition(ledger_pool: asyncpg.Pool) -> None:
@@ -408,9 +442,10 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     send = await _logged(ledger_pool, claimed, claim)
     assert send.decision == "send" and send.idempotency_key
     # The step (lock, barrier, both rows, and what the stage rule needs of a job of one
-    # cell); job.started (this is the job's first step); the intent read; the intent
-    # `sending` with the cell `delivery_pending`. No second lock, no stage read.
-    assert len(_work_statements(claimed)) == 4, _work_statements(claimed)
+    # cell) with job.started (this is the job's first step) in the same statement; the
+    # intent read; the intent `sending` with the cell `delivery_pending`. No second lock,
+    # no stage read.
+    assert len(_work_statements(claimed)) == 3, _work_statements(claimed)
     row = await ledger_pool.fetchrow(
         "SELECT d.status, d.attempts, d.sent_at, c.state FROM delivery_intents d JOIN cells c USING (job_id, target_id)"
         " WHERE d.job_id = $1",

@@ -104,8 +104,9 @@ async def _search(deps: ActivityDeps, target: TargetSpec, *, continues: bool = F
 
 
 #: Transaction control, then the step's statements (a page of the scan asks the ledger once).
-#: A job of one cell: the step's statement holds all the stage rule needs (no stage read).
-OPEN = ["BEGIN;", "WITH j AS", "SELECT o_seq", "COMMIT;"]
+#: A job of one cell: the step's statement holds all the stage rule needs (no stage read)
+#: and writes job.started and job.progress itself.
+OPEN = ["BEGIN;", "WITH j AS", "COMMIT;"]
 RESUME = ["SELECT c.search_checkpoint"]  # the resume point, released works and the stored frontier
 PAGE = ["SELECT DISTINCT work_id"]  # what the ledger rules out of a page
 BIND = [
@@ -143,7 +144,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     target = _target(stack, ["オリジナル"])
     first, log = await _search(opened, target)
     assert first.update.cell.state == CellState.SELECTED, first
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 12
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 11
     assert log.count("UPDATE cells SET lease_until = NULL") == 0  # the binding ended the step ...
     lease = await opened.pool.fetchrow(
         "SELECT lease_owner, lease_until FROM cells WHERE target_id = $1", target.target_id
@@ -153,17 +154,17 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     # The next job of the target reads the frontier the first left, in the same statement.
     again, log = await _search(opened, target)
     assert again.update.cell.state == CellState.SELECTED, again
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 12
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 11
 
     # Nothing found: the cell ends in the transaction that stored the report.
     nothing, log = await _search(opened, _target(stack, ["zz-none"]))
     assert nothing.update.cell.state == CellState.NO_CANDIDATE, nothing
-    assert _shape(log) == [*OPEN, *RESUME, *NOTHING], log.steps()  # 13
+    assert _shape(log) == [*OPEN, *RESUME, *NOTHING], log.steps()  # 12
 
     # acquire's search half: the binding renews the lease and reads the barrier itself.
     carried, log = await _search(opened, _target(stack, ["オリジナル"]), continues=True)
     assert carried.opened is not None and carried.held, carried
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 12
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 11
     assert log.count("lease_until = $9") == 1
 
 

@@ -41,7 +41,7 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     The row has ``job_id``, ``started_at``, ``cancel_requested_at``, ``completed_at``,
     ``deadline_at``, the job's ``barrier`` now (:func:`barrier_sql`; read it with
     :func:`barrier_of`), and what the stage rule needs of the job row: ``last_stage`` and
-    ``cells``, the number of its cells (:func:`sole_cell_stage`).
+    ``cells``, the number of its cells (:func:`~curaflow.ledger.cells.stage.sole_cell_stage_sql`).
 
     Read other rows (a cell's state) in a later statement, never in this one: under READ
     COMMITTED a statement that waited for the lock still reads other rows as they were

@@ -8,8 +8,6 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from curaflow.domain.cells import is_terminal
-from curaflow.domain.models import CellSnapshot
 from curaflow.domain.projection import open_stage
 from curaflow.ledger.cells.rows import TERMINAL_STATE_NAMES
 from curaflow.ledger.db import now_ms
@@ -34,17 +32,42 @@ class StageFacts(NamedTuple):
     open_stages: list[str]
 
 
-def sole_cell_stage(job: asyncpg.Record | Mapping[str, Any] | None, cell: CellSnapshot | None) -> StageFacts | None:
-    """The stage facts of a job with one cell, from what the caller's transaction already
-    holds — the locked job row (``last_stage``, ``cells``: :func:`lock_job`) and that cell
-    as the caller's statement wrote it — so :func:`sync_job_stage` reads nothing. None for
-    a job of several cells (their stages are read) or when either is missing.
+def sole_cell_stage_sql(cells: str, state: str, stage: str, terminal: str) -> str:
+    """The stage facts of a job with one cell as a SQL expression — the open stages the
+    stage rule reads (:func:`~curaflow.domain.projection.open_stage`), a ``text[]``:
+    ``ARRAY[stage]`` while the cell's ``state`` is not one of ``terminal``, ``'{}'`` once
+    it is — or NULL for a job of several cells (their stages are read:
+    :func:`sync_job_stage`) or without the cell (``state`` NULL).
 
-    Only rows the transaction locked or wrote are used (the rule of :func:`lock_job`).
+    The one place this rule is written: every statement that writes a job's sole cell
+    and needs its stage facts returns this column (:func:`start_step`, which also hands it
+    to ``curaflow_set_job_stage`` in the same statement, and :func:`finish_cell`), and
+    :func:`sole_cell_stage` reads it. Only rows the statement's transaction locked or the
+    statement wrote may be named (the rule of :func:`lock_job`): ``cells`` the locked job
+    row's ``cardinality(target_ids)``, ``state`` and ``stage`` the cell as the statement
+    wrote it (``RETURNING``).
+
+    Args:
+        cells / state / stage: SQL expressions of the job's number of cells and the
+            cell's state and stage.
+        terminal: the SQL parameter (``$n``) holding
+            :data:`~curaflow.ledger.cells.rows.TERMINAL_STATE_NAMES` (the names of
+            :data:`curaflow.domain.cells.TERMINAL_STATES`, the owner of which states end a
+            cell).
     """
-    if job is None or cell is None or job["cells"] != 1:
-        return None
-    return StageFacts(job["last_stage"], [] if is_terminal(cell.state) else [cell.stage])
+    return (
+        f"(CASE WHEN {cells} = 1 AND {state} IS NOT NULL THEN"
+        f" CASE WHEN {state} = ANY({terminal}::text[]) THEN '{{}}'::text[] ELSE ARRAY[{stage}]::text[] END END)"
+    )
+
+
+def sole_cell_stage(last_stage: str | None, sole_stages: list[str] | None) -> StageFacts | None:
+    """The stage facts of a job with one cell, read from what the caller's transaction
+    already holds — the locked job row's ``last_stage`` (:func:`lock_job`) and the column
+    a :func:`sole_cell_stage_sql` expression returned — so :func:`sync_job_stage` reads
+    nothing. None for a job of several cells (their stages are read) or without the cell.
+    """
+    return None if sole_stages is None else StageFacts(last_stage, list(sole_stages))
 
 
 def sole_cell_move(job: asyncpg.Record | Mapping[str, Any], cell_stage: str) -> StageFacts | None:

@@ -11,8 +11,9 @@ from curaflow.domain.cells import CellStage
 from curaflow.domain.models import CellSnapshot
 from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql
 from curaflow.ledger.cells.rows import TERMINAL_STATE_NAMES
-from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
+from curaflow.ledger.cells.stage import push_staged, sole_cell_stage, sole_cell_stage_sql, sync_job_stage
 from curaflow.ledger.db import DB_NOW_MS
+from curaflow.ledger.events import NOTIFY_CHANNEL, event_body
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 
@@ -51,12 +52,17 @@ async def start_step(
     untouched. A job behind a barrier (a recorded consumer cancel, or its deadline passed)
     opens no step: the caller does no work.
 
-    Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
-    the cell row in one; ``job.started`` and ``job.progress`` follow in one
-    (:func:`sync_job_stage`), only when they are due. Only the rows the first statement
-    locks or updates are read in it, so both are current even when it waited for the
-    lock (:func:`lock_job`); for a job of one cell they are all the stage rule needs
-    (:func:`sole_cell_stage`).
+    One statement: the job row is locked, judged (:func:`barrier_sql`) and written with
+    the cell row; for a job of one cell, ``job.started`` and ``job.progress`` follow in
+    the same statement, only when they are due (``curaflow_set_job_stage`` after the
+    writes, given the stage facts :func:`sole_cell_stage_sql` reads of the rows the
+    statement locked and wrote; the one open stage is the job's stage, the least advanced
+    of one: :func:`~curaflow.domain.projection.open_stage`), their pushes enqueued after
+    it (:func:`push_staged`). Only the rows the statement locks or updates are read in
+    it, so they are current even when it waited for the lock (:func:`lock_job`); the
+    function's own statements run after the writes, each on a snapshot of its own. A job
+    of several cells reads its cells' stages in a second statement
+    (:func:`sync_job_stage`).
 
     Args:
         stage: the stage this activity works in.
@@ -77,7 +83,13 @@ async def start_step(
     # the job is open), write the job row and the cell row — at one read of the database's
     # clock (the lease, the heartbeat, the start and the barrier's judgement of the deadline
     # are the clock every process judges them on: docs/DESIGN.md "Ledger times are the
-    # database's clock").
+    # database's clock"). A job of one cell: then its stage write (curaflow_set_job_stage,
+    # job.started with it on the job's first step). The function writes the job row again,
+    # after this statement's `job` wrote it: its arguments come from the rows `job` and
+    # `cell` returned, so it runs once both are written, and its statements are commands
+    # of their own, each on a snapshot that sees them (not a second write of one row in
+    # one command, which PostgreSQL does not order).
+    sole = sole_cell_stage_sql("j.cells", "cell.state", "cell.stage", "$7")
     row = await conn.fetchrow(
         f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "clock.now")} AS barrier,
                               last_stage, cardinality(target_ids) AS cells, deadline_at, clock.now
@@ -91,10 +103,19 @@ async def start_step(
                                             lease_until = go.now + $5::bigint, lease_owner = $6,
                                             heartbeat_at = go.now, updated_at = go.now
                          FROM go WHERE c.job_id = go.job_id AND c.target_id = $3
-                         RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
+                         RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed),
+                sole AS (SELECT {sole} AS stages FROM j JOIN job ON true JOIN cell ON true),
+                staged AS (SELECT s.* FROM j, job, sole
+                           CROSS JOIN LATERAL curaflow_set_job_stage(
+                               j.job_id, j.now, sole.stages[1],
+                               CASE WHEN job.prev_started IS NULL THEN $8::jsonb END, $9, $10) s
+                           WHERE sole.stages IS NOT NULL)
            SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
                   j.completed_at IS NOT NULL AS job_ended, j.now AS clock_now,
-                  EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
+                  EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*,
+                  (SELECT stages FROM sole) AS sole_stages,
+                  (SELECT COALESCE(jsonb_agg(to_jsonb(staged) ORDER BY staged.o_seq), '[]'::jsonb)
+                   FROM staged) AS stage_events
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
         attempt,
@@ -103,6 +124,9 @@ async def start_step(
         lease_ms,
         owner,
         TERMINAL_STATE_NAMES,
+        event_body("job.started"),
+        event_body("job.progress"),
+        NOTIFY_CHANNEL,
     )
     if row is None:
         return StepOpened(None, None)
@@ -111,9 +135,11 @@ async def start_step(
         cell = await load_cell(conn, job_id, target_id)
         return StepOpened(cell, barrier_of(row), deadline, ended=bool(row["job_ended"]))
     cell = cell_from_row(row) if row["target_id"] is not None else None
-    job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
-    at = int(row["clock_now"])  # job.started is at the job's started_at
-    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=at, known=sole_cell_stage(job, cell))
+    if sole_cell_stage(row["job_last_stage"], row["sole_stages"]) is not None:
+        # A job of one cell: job.started and job.progress were written by the statement.
+        await push_staged(conn, job_id, row["stage_events"])
+    else:  # several cells: their stages are read now (job.started is at the job's started_at)
+        await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=int(row["clock_now"]))
     return StepOpened(cell, None, deadline, bool(row["checkpointed"]))
 
 

@@ -14,11 +14,12 @@ from curaflow.domain.reasons import bounded_reason_message, user_message
 from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.cells.barriers import lock_job
 from curaflow.ledger.cells.leases import end_lease
-from curaflow.ledger.cells.rows import C_COLUMNS
+from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
 from curaflow.ledger.cells.stage import (
     finish_move,
     plan_move,
     sole_cell_stage,
+    sole_cell_stage_sql,
     sync_job_stage,
 )
 from curaflow.ledger.db import now_ms
@@ -143,7 +144,7 @@ async def finish_cell(
                terminal_reason_message = $5, updated_at = $6, completed_at = $6,
                lease_until = NULL, lease_owner = NULL, held_by = $8::jsonb, held_by_added = $9::jsonb
            WHERE job_id = $1 AND target_id = $2 AND state = ANY($7::text[])
-           RETURNING {CELL_COLUMNS}""",
+           RETURNING {CELL_COLUMNS}, {sole_cell_stage_sql("$10::int", "state", "stage", "$11")} AS sole_stages""",
         job_id,
         target_id,
         str(state),
@@ -153,6 +154,8 @@ async def finish_cell(
         _FINISH_FROM[state],
         held_by.model_dump() if held_by is not None and held_by.kind in KINDS_OF_0046 else None,
         held_by.model_dump() if held_by is not None and held_by.kind not in KINDS_OF_0046 else None,
+        job["cells"] if job is not None else None,  # the job row this transaction locked
+        TERMINAL_STATE_NAMES,
     )
     if row is None:
         if end_attempt:
@@ -175,7 +178,8 @@ async def finish_cell(
             now,
         )
     cell = cell_from_row(row)
-    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))
+    known = sole_cell_stage(job["last_stage"], row["sole_stages"]) if job is not None else None
+    await sync_job_stage(conn, job_id, known=known)
     return cell
 
 
