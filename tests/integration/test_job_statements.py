@@ -35,14 +35,15 @@ pytestmark = pytest.mark.integration
 #: ``curaflow_admit_job``; the start is recorded
 #: separately), acquire (the step and ``job.started`` in one statement; one rate-gate slot per source
 #: request — the search page and each image page; the ledger's memory of the page's
-#: works; the binding that carries the step on; the artifact's copy with the move to
+#: works; the binding that carries the step on — the job's lock, the cell's and the
+#: reservation in one statement, then the binding; the artifact's copy with the move to
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
 #: statement, a job of one cell), deliver (the step with the claim; the receipt — the job's
 #: lock and the intent in one call of ``curaflow_record_delivered`` — that ends the
 #: cell), finish (the job read; its end and ``job.succeeded`` in one call of
 #: ``curaflow_finish_job``).
 ADMISSION = 1
-ACQUIRE_BEFORE_PAGES = 13
+ACQUIRE_BEFORE_PAGES = 12
 DELIVER = 9
 FINISH = 5
 

@@ -505,6 +505,27 @@ async def test_a_binding_that_waited_for_the_job_lock_sees_the_binding_it_waited
     assert [r["work_id"] for r in reserved] == [first.work_id]
 
 
+async def test_a_binding_locks_the_job_row_before_its_cell(ledger_pool: asyncpg.Pool) -> None:
+    """The binding locks the job row, then the cell, in one statement: while it waits for
+    a cell another transaction holds, it already holds the job row (the lock order of
+    every transaction of a job: the job row first)."""
+    route = RouteRef(name=f"r-{uuid.uuid4().hex[:6]}", kind="directory")
+    target = TargetSpec(target_id="demo", routes=[route])
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as holder:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute("SELECT 1 FROM cells WHERE job_id = $1 FOR UPDATE", job_id)
+        waiting = asyncio.create_task(_bind(ledger_pool, job_id, target, Work(work_id=f"w{uuid.uuid4().hex[:8]}")))
+        await waiting_for_a_lock(ledger_pool)  # the binding is blocked on the cell
+        async with ledger_pool.acquire() as probe, probe.transaction():
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                await probe.execute("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE NOWAIT", job_id)
+        await tx.rollback()
+        cell = await asyncio.wait_for(waiting, 10)
+    assert cell is not None and cell.state == CellState.SELECTED
+
+
 async def _bind(pool: asyncpg.Pool, job_id: str, target: TargetSpec, work: Work):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn, conn.transaction():
         return await cells.bind_work(conn, job_id, target, [work], CandidateReport())

@@ -111,19 +111,17 @@ RESUME = ["SELECT c.search_checkpoint"]  # the resume point, released works and 
 PAGE = ["SELECT DISTINCT work_id"]  # what the ledger rules out of a page
 BIND = [
     "BEGIN;",
-    "SELECT job_id, started_at",  # the job row lock
-    "WITH c AS",  # the cell's lock and the first candidate's reservation
+    "WITH j AS MATERIALIZED",  # the job row's lock, the cell's and the first candidate's reservation
     # the binding, with the step's end or carry, and the job's stage (one cell: it is known)
     "WITH moved AS (UPDATE cells c SET state = 'selected'",
     "WITH gone AS",  # the frontier the scan left
     "COMMIT;",
 ]
 #: acquire's binding also records which artifact store will write the cell's folder.
-CARRIED = [*BIND[:3], "WITH held AS", *BIND[4:]]
+CARRIED = [*BIND[:2], "WITH held AS", *BIND[3:]]
 NOTHING = [
     "BEGIN;",
-    "SELECT job_id, started_at",
-    "SELECT state, work_id",
+    "WITH j AS MATERIALIZED",  # the job row's lock and the cell's
     "UPDATE cells SET candidate_report",
     "WITH gone AS",
     "UPDATE cells SET state = $3",  # the cell ends in the same transaction
@@ -135,7 +133,7 @@ NOTHING = [
 
 def _shape(log: Logged) -> list[str]:
     """Each statement by its first words (as the lists above name them)."""
-    names = [*OPEN, *RESUME, *PAGE, *BIND, *NOTHING, *CARRIED]
+    names = sorted({*OPEN, *RESUME, *PAGE, *BIND, *NOTHING, *CARRIED}, key=len, reverse=True)  # the longest first
     return [next((n for n in names if q.startswith(n)), q[:60]) for q in log.steps()]
 
 
@@ -144,7 +142,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     target = _target(stack, ["オリジナル"])
     first, log = await _search(opened, target)
     assert first.update.cell.state == CellState.SELECTED, first
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 11
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 10
     assert log.count("UPDATE cells SET lease_until = NULL") == 0  # the binding ended the step ...
     lease = await opened.pool.fetchrow(
         "SELECT lease_owner, lease_until FROM cells WHERE target_id = $1", target.target_id
@@ -154,7 +152,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     # The next job of the target reads the frontier the first left, in the same statement.
     again, log = await _search(opened, target)
     assert again.update.cell.state == CellState.SELECTED, again
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 11
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 10
 
     # Nothing found: the cell ends in the transaction that stored the report.
     nothing, log = await _search(opened, _target(stack, ["zz-none"]))
@@ -164,7 +162,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     # acquire's search half: the binding renews the lease and reads the barrier itself.
     carried, log = await _search(opened, _target(stack, ["オリジナル"]), continues=True)
     assert carried.opened is not None and carried.held, carried
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 11
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 10
     assert log.count("lease_until = $9") == 1
 
 

@@ -35,6 +35,40 @@ def barrier_sql(job: str, now: str = DB_NOW_MS) -> str:
     )
 
 
+def lock_job_sql(job_id: str) -> str:
+    """The statement of :func:`lock_job` (its row's columns), with the job's id the SQL
+    expression ``job_id`` (a parameter, ``$n``): for a statement that takes the lock as a
+    common table expression and goes on (:func:`lock_job_and_cell_sql`)."""
+    return f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
+                  {barrier_sql("jobs")} AS barrier, last_stage, cardinality(target_ids) AS cells
+           FROM jobs WHERE job_id = {job_id} FOR UPDATE"""
+
+
+def lock_job_and_cell_sql(job_id: str, target_id: str, then: str) -> str:
+    """One statement: the job row locked (:func:`lock_job`'s row, its columns), then the
+    cell row locked, its ``state`` and ``work_id`` read, and ``then`` — a SQL expression
+    over the cell as ``c`` (``state``, ``work_id``), evaluated after both locks — as
+    ``reserved``. No row when the job or the cell is unknown.
+
+    Lock order: the cell's scan is keyed by the job's id read from the locked row (an
+    init plan run before the scan), so the job row is locked first. The cell is read in
+    the statement that may have waited for the job's lock, against :func:`lock_job`'s
+    rule, only because it is read by its own lock (``FOR UPDATE``): a row updated by the
+    transaction the statement waited for is then read again at its newest version
+    (PostgreSQL's EvalPlanQual, as an ``UPDATE`` reads it), the binding that transaction
+    committed included. ``then`` may read other rows only through a ``VOLATILE``
+    function (each of its statements takes a new snapshot, after the locks).
+
+    Args:
+        job_id / target_id: SQL expressions (parameters, ``$n``) of the job and cell.
+        then: the expression returned as ``reserved``.
+    """
+    return f"""WITH j AS MATERIALIZED ({lock_job_sql(job_id)}),
+                c AS (SELECT state, work_id FROM cells
+                      WHERE job_id = (SELECT j.job_id FROM j) AND target_id = {target_id} FOR UPDATE)
+           SELECT j.*, c.state, c.work_id, {then} AS reserved FROM j, c"""
+
+
 async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | None:
     """Lock the job row for the rest of the transaction; None if the job is unknown.
 
@@ -45,14 +79,11 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
 
     Read other rows (a cell's state) in a later statement, never in this one: under READ
     COMMITTED a statement that waited for the lock still reads other rows as they were
-    when it started, before the transaction it waited for committed.
+    when it started, before the transaction it waited for committed — except a row the
+    statement itself locks or updates, which PostgreSQL reads again at its newest version
+    (:func:`lock_job_and_cell_sql`, :func:`~curaflow.ledger.cells.steps.start_step`).
     """
-    return await conn.fetchrow(
-        f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
-                  {barrier_sql("jobs")} AS barrier, last_stage, cardinality(target_ids) AS cells
-           FROM jobs WHERE job_id = $1 FOR UPDATE""",
-        job_id,
-    )
+    return await conn.fetchrow(lock_job_sql("$1"), job_id)
 
 
 class Barrier(StrEnum):

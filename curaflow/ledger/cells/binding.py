@@ -11,9 +11,9 @@ import asyncpg
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
-from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql, lock_job
+from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql, lock_job, lock_job_and_cell_sql
 from curaflow.ledger.cells.leases import end_lease
-from curaflow.ledger.cells.reservations import LOCK_CELL_AND_RESERVE, reserve, reserve_args
+from curaflow.ledger.cells.reservations import LOCK_JOB_CELL_AND_RESERVE, reserve, reserve_args
 from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
 from curaflow.ledger.cells.stage import finish_move, plan_move
 from curaflow.ledger.cells.steps import continue_step
@@ -24,6 +24,8 @@ from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 #: Candidates kept on a cell after binding, for ``fetch`` to fall back on when the bound
 #: work turns out to be unavailable.
 SPARE_CANDIDATES = 10
+#: The job row locked, then the cell (no candidate to reserve: a binding that binds nothing).
+_LOCK_JOB_AND_CELL = lock_job_and_cell_sql("$1", "$2", "NULL::boolean")
 
 
 class Renewal(NamedTuple):
@@ -135,24 +137,18 @@ async def _bind(
 ) -> Binding:
     """:func:`bind_work`; a new binding's ``UPDATE`` also releases the lease (``lease``
     True), renews it and reads the job's barrier (a :class:`Carry`), or leaves it (None)."""
-    job = await lock_job(conn, job_id)
-    if job is None:
-        return Binding(None)
-    if candidates:  # the cell's lock and the first candidate's reservation in one statement
+    # One statement: the job's lock, then the cell's, and the first candidate's reservation.
+    if candidates:
         row = await conn.fetchrow(
-            LOCK_CELL_AND_RESERVE,
+            LOCK_JOB_CELL_AND_RESERVE,
             *reserve_args(job_id, target.target_id, candidates[0], target.routes),
             TERMINAL_STATE_NAMES,
         )
     else:
-        row = await conn.fetchrow(
-            """SELECT state, work_id, NULL::boolean AS reserved FROM cells
-               WHERE job_id = $1 AND target_id = $2 FOR UPDATE""",
-            job_id,
-            target.target_id,
-        )
-    if row is None:
+        row = await conn.fetchrow(_LOCK_JOB_AND_CELL, job_id, target.target_id)
+    if row is None:  # the job or the cell is unknown
         return Binding(None)
+    job = row  # the locked job row's columns (lock_job's), for the stage rule
     if is_terminal(row["state"]) or row["work_id"] is not None:
         return Binding(await load_cell(conn, job_id, target.target_id))
     bound: Work | None = None

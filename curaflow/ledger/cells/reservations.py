@@ -9,6 +9,7 @@ import asyncpg
 
 from curaflow.domain.messages import RouteRef
 from curaflow.domain.models import Work
+from curaflow.ledger.cells.barriers import lock_job_and_cell_sql
 from curaflow.ledger.db import now_ms
 
 #: The intent states that hold a work on a route: a reservation no other job may take.
@@ -26,13 +27,14 @@ def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id:
 
 
 _RESERVE = "curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)"
-#: The cell locked and read, and — only while it is bindable (open, no work) — the
-#: reservation, in one statement after the job's lock (so the cell row is current).
-LOCK_CELL_AND_RESERVE = f"""
-WITH c AS (SELECT state, work_id FROM cells WHERE job_id = $6 AND target_id = $7 FOR UPDATE)
-SELECT c.state, c.work_id,
-       CASE WHEN c.work_id IS NULL AND NOT (c.state = ANY($9::text[])) THEN {_RESERVE} END AS reserved
-FROM c"""
+#: The job row locked, the cell locked and read, and — only while the cell is bindable
+#: (open, no work) — the first candidate's reservation, in one statement
+#: (:func:`~curaflow.ledger.cells.barriers.lock_job_and_cell_sql`): the parameters of
+#: :func:`reserve_args`, then the terminal states' names (``$9``). The reservation reads
+#: the intents in the function's own statements, after both locks.
+LOCK_JOB_CELL_AND_RESERVE = lock_job_and_cell_sql(
+    "$6", "$7", f"CASE WHEN c.work_id IS NULL AND NOT (c.state = ANY($9::text[])) THEN {_RESERVE} END"
+)
 
 
 def reserve_args(job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> list[Any]:
