@@ -40,7 +40,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
-from curaflow.domain.messages import CancelAnswer, CancelRequest, FinishInput, JobState, PausedStep
+from curaflow.domain.messages import (
+    CancelAnswer,
+    CancelRequest,
+    FinishedElsewhere,
+    FinishInput,
+    JobState,
+    PausedStep,
+)
 from curaflow.domain.state import job_state
 from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import job_ended
@@ -89,8 +96,18 @@ class FinishActivity:
         return self._caps
 
     @activity.defn(name="finish")
-    async def finish(self, inp: FinishInput) -> JobState:
+    async def finish(self, inp: FinishInput) -> JobState | FinishedElsewhere:
         """Make the job terminal and return its final state.
+
+        On a repeat — the job had already ended, this finish wrote nothing — and only then,
+        it asks whether another run of the job's id holds the job
+        (:func:`~curaflow.temporal.job_runs.held_by_another_run`: one visibility list) and
+        answers :class:`~curaflow.domain.messages.FinishedElsewhere` when one does: the
+        calling run is no job's own run (a reset of the job's closed run past its first
+        step's result) and only reports the job. A repeat of the job's own finish (an
+        attempt after a lost worker's commit, a job the reconciler ended while its run
+        waited) finds no other run holding it and answers the plain state, which that run
+        publishes. A job's own first finish never asks.
 
         Heartbeats every half second while it works (a killed worker's attempt is retried
         after the heartbeat timeout the workflow gives it).
@@ -108,6 +125,8 @@ class FinishActivity:
                 ledger refused the job's end even degraded
                 (:class:`~curaflow.ledger.finish.FinishNotStorable`): nothing written. A value
                 refused once ends the job degraded, no error (``finish_job``).
+            temporalio.service.RPCError: on a repeat, Temporal refused or did not answer the
+                list (the attempt is retried; the ledger was not written).
         """
         require_own_job(inp.job_id)
         beat = asyncio.create_task(_heartbeat_every(0.5))
@@ -150,7 +169,17 @@ class FinishActivity:
                 completed_at_ms=record.completed_at,
                 cells=record.cells,
             )
+        elif await self._ended_elsewhere(inp.job_id):
+            return FinishedElsewhere(**dict(job_state(finished.record)), ended_in_another_run=True)
         return job_state(finished.record)
+
+    async def _ended_elsewhere(self, job_id: str) -> bool:
+        """Whether another run of ``job_id`` than the calling one holds the job (asked of a
+        job that had already ended); False without a Temporal client or a run id."""
+        own_run = activity.info().workflow_run_id
+        if self.deps.client is None or not own_run:
+            return False
+        return await held_by_another_run(self.deps.client, job_id, own_run)
 
     @activity.defn(name="request_cancel")
     async def request_cancel(self, inp: CancelRequest) -> CancelAnswer | None:
@@ -208,14 +237,12 @@ class FinishActivity:
             temporalio.service.RPCError: Temporal refused or did not answer the list (the
                 attempt is retried).
         """
-        info = activity.info()
-        require_own_job(info.workflow_id)
-        assert info.workflow_id is not None
-        if self.deps.client is None or not info.workflow_run_id:
+        job_id = activity.info().workflow_id
+        require_own_job(job_id)
+        assert job_id is not None
+        if self.deps.client is None or not await job_ended(self.deps.pool, job_id):
             return False
-        if not await job_ended(self.deps.pool, info.workflow_id):
-            return False
-        return await held_by_another_run(self.deps.client, info.workflow_id, info.workflow_run_id)
+        return await self._ended_elsewhere(job_id)
 
     @activity.defn(name="paused_steps")
     async def paused_steps(self) -> list[PausedStep]:

@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         CancelRequest,
         CellUpdate,
         DeliverInput,
+        FinishedElsewhere,
         FinishInput,
         JobInput,
         JobState,
@@ -268,6 +269,16 @@ LATE_REPORTING_RUN = "late-reporting-run"
 #: the job's state — and after a cancelled or failed one added yet another run. Asked only
 #: where such a run reports, without ``JobType``.
 REPORTING_RUN_ATTRIBUTES = "reporting-run-attributes"
+#: A run whose ``finish`` found its job already ended and held by another run of its id
+#: (:class:`~curaflow.domain.messages.FinishedElsewhere`: a ``temporal workflow reset`` of
+#: an ended job's closed run to a workflow task after its first step's result — a failed
+#: Task job reset past its ``acquire`` — replays that result, so the first step never tells
+#: it so) only reports the job (:meth:`JobWorkflow._report_only`): it removes the
+#: ``JobStatus`` / ``BusinessStatus`` the reset copied and publishes the job's end as no
+#: state of its own. Before, it published ``JobStatus = failed`` as the job's run: the
+#: lists named the job twice, by two runs that each ended it. Asked only where that answer
+#: arrived, so a job that ends in its own run records no marker.
+FINISH_REPORTING_RUN = "finish-reporting-run"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -870,6 +881,10 @@ class JobWorkflow:
                 )
                 raise self._no_job from None
             raise
+        if isinstance(final, FinishedElsewhere):
+            if not self._reporting and workflow.patched(FINISH_REPORTING_RUN):
+                self._report_only()
+            final = final.state()  # the job's state is the run's result, without the flag
         self._final, self._phase = final, Phase.DONE
         self._publish()
         await self._settle_pushes()
@@ -1073,10 +1088,14 @@ class JobWorkflow:
         return update
 
     def _report_only(self) -> None:
-        """This run was added under the id of a job that ended (:data:`JOB_INPUT_REPORTING_RUN`):
-        from now on it publishes no job state, and the state it was started with (an HTTP
-        start's ``JobStatus = queued``, copied by a reset) is removed — before anything else
-        was published, as the step's result is applied after this."""
+        """This run was added under the id of a job that ended and another run holds
+        (:data:`JOB_INPUT_REPORTING_RUN` from its first step, :data:`CANCEL_REPORTING_RUN`
+        from ``request_cancel``, :data:`LATE_REPORTING_RUN` from ``ended_elsewhere``,
+        :data:`FINISH_REPORTING_RUN` from ``finish``): from now on it publishes no job
+        state, and the state it carries (an HTTP start's ``JobStatus = queued`` or the
+        ``running`` a reset copied with the events before its point) is removed — from
+        the first step, before anything else was published, as the step's result is
+        applied after this."""
         self._reporting = True
         carried = workflow.info().typed_search_attributes
         stale = [key.value_unset() for key in (JOB_STATUS, BUSINESS_STATUS) if carried.get(key) is not None]

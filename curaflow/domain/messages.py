@@ -451,6 +451,30 @@ class JobState(BaseModel):
     deliveries: list[DeliveryReport] = Field(default_factory=list)
 
 
+class FinishedElsewhere(JobState):
+    """``finish``'s answer for a job that had already ended in the ledger when this finish
+    came (a repeat: it wrote nothing) and that another run of its id holds
+    (:func:`curaflow.temporal.job_runs.held_by_another_run`): the asking run is no job's own
+    run — a ``temporal workflow reset`` of the job's closed run to a point after its first
+    step's result — and only reports the job (``workflows.job``, ``finish-reporting-run``).
+
+    Every other finish answers a plain :class:`JobState`, as it always did: the finishes
+    recorded in histories keep their bytes. The workflow reads ``finish``'s result as
+    ``JobState | FinishedElsewhere`` (a JSON object with ``ended_in_another_run`` is this
+    one, any other a ``JobState``) and goes on with :meth:`state`.
+
+    Attributes:
+        ended_in_another_run: always True (required: a plain ``JobState`` never reads as
+            this).
+    """
+
+    ended_in_another_run: Literal[True]
+
+    def state(self) -> JobState:
+        """The job's final state without the flag: what the run reports and ends with."""
+        return JobState.model_validate(self.model_dump(exclude={"ended_in_another_run"}))
+
+
 class RunLimit(BaseModel):
     """When Temporal closes the run that admits a Task, by a timeout its starter set
     (``workflows.job.RUN_LIMIT``): the job's deadline is bounded by it

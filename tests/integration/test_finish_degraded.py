@@ -127,7 +127,7 @@ INJECTIONS: dict[str, Callable[[pytest.MonkeyPatch], str]] = {
 
 
 async def _by_workflow(pool: asyncpg.Pool, job_id: str) -> None:
-    activity = FinishActivity(SimpleNamespace(pool=pool))  # type: ignore[arg-type]
+    activity = FinishActivity(SimpleNamespace(pool=pool, client=None))  # type: ignore[arg-type]
     activity._caps = HoldCaps()
     await run_as_job(activity.finish, FinishInput(job_id=job_id, cause=FinishCause.DEADLINE))
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -849,3 +850,82 @@ async def test_start_job_after_a_plain_start_with_the_job_input_answers_the_job_
             await handle.result()
     assert (await env.client.get_workflow_handle(job_id).describe()).run_id == added  # no run added
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+
+
+# ---- a reset of an ended job's closed run past its first step --------------------------
+
+
+async def after_first_step(env: Env, job_id: str) -> int:
+    """The id of the first ``WorkflowTaskCompleted`` event after the first ``acquire``
+    closed (its result recorded): the point ``temporal workflow reset --event-id`` takes
+    to go on from that step's result."""
+    acquire: int | None = None
+    closed = False
+    async for event in env.client.get_workflow_handle(job_id).fetch_history_events():
+        if acquire is None and event.activity_task_scheduled_event_attributes.activity_type.name == "acquire":
+            acquire = event.event_id
+        elif acquire is not None and not closed:
+            closed = acquire in (
+                event.activity_task_completed_event_attributes.scheduled_event_id,
+                event.activity_task_failed_event_attributes.scheduled_event_id,
+            )
+        elif closed and event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return event.event_id
+    raise AssertionError(f"{job_id}: no workflow task completed after its first acquire closed")
+
+
+@pytest.mark.parametrize("end", ["failed", "succeeded"])
+async def test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the_job(env: Env, end: str) -> None:
+    """``temporal workflow reset --event-id`` of an ended job's closed run to the workflow
+    task after its first ``acquire``'s result: the new run replays that result (it never
+    asks the first step's question again) and goes on as the job's run — it published the
+    job's end as its own ``JobStatus`` (``failed``: the failed jobs' list named the job
+    twice, by two runs that each ended it). It must only report the job: its result is the
+    job's, it carries no ``JobStatus`` / ``BusinessStatus``, the ledger and the HTTP report
+    are as they were and nothing is delivered again."""
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    _key, _body, job_id = await ended_job(env, end)
+    own = (await settled_snapshot(env, job_id)).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert report["status"] == end
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    delivered = sorted(p.name for p in env.out.rglob("*"))
+    await eventually(
+        lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
+    )
+    point = await after_first_step(env, job_id)
+
+    done = await asyncio.to_thread(
+        cli, env, "reset", "-w", job_id, "--event-id", str(point), "--reason", "operator: test"
+    )
+    assert done.returncode == 0, done.stderr
+
+    closed = WorkflowExecutionStatus.FAILED if end == "failed" else WorkflowExecutionStatus.COMPLETED
+    added = env.client.get_workflow_handle(job_id)
+    assert await closed_status(env.client, job_id, 60) == closed
+    if end == "failed":
+        record_history(env, job_id, "job_reset_past_first_step_reporting_core_v3")
+    described = await added.describe()
+    assert described.run_id != own
+    if end == "failed":
+        with pytest.raises(WorkflowFailureError) as ended:
+            await added.result()
+        state = state_of(ended.value)
+    else:
+        state = JobState.model_validate(await added.result())
+    assert state is not None and (state.status, state.job_id) == (end, job_id)
+
+    async def both_closed() -> bool:
+        runs = [w async for w in env.client.list_workflows(f"WorkflowId = {json.dumps(job_id)}")]
+        return len(runs) == 2 and all(w.close_time is not None for w in runs)
+
+    await eventually(both_closed, timeout_s=15, what="both runs closed in visibility")
+    assert described.typed_search_attributes.get(JOB_STATUS) is None
+    assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
+    assert await runs_listed(env, f'JobStatus = "{end}"', job_id) == [own]
+    assert await runs_listed(env, failed_query, job_id) == ([own] if end == "failed" else [])
+    # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    assert sorted(p.name for p in env.out.rglob("*")) == delivered

@@ -26,6 +26,7 @@ from workflows.event_push import EventPushWorkflow
 from workflows.job import (
     CANCEL_REPORTING_RUN,
     CANCELLED_END,
+    FINISH_REPORTING_RUN,
     FOREIGN_INPUT,
     JOB_INPUT_REPORTING_RUN,
     LATE_REPORTING_RUN,
@@ -87,6 +88,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 CANCEL_REPORTING_RUN,
                 LATE_REPORTING_RUN,
                 REPORTING_RUN_ATTRIBUTES,
+                FINISH_REPORTING_RUN,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -192,6 +194,34 @@ def test_histories_of_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_a
         }
 
     assert "JobStatus" in published(before) and "JobStatus" not in published(after)
+
+
+def test_histories_of_a_reset_past_the_first_step_of_an_ended_jobs_run_are_kept() -> None:
+    """A ``temporal workflow reset`` of a failed job's closed run to the workflow task after
+    its first ``acquire``: recorded before ``finish-reporting-run`` the new run published the
+    job's end (``JobStatus = failed``) as its own; from the patch on ``finish`` answers
+    ``FinishedElsewhere``, the run records the marker, removes the ``JobStatus`` the reset
+    copied and publishes none."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_reset_past_first_step_before_reporting_core_v3"]
+    after = by_name["job_reset_past_first_step_reporting_core_v3"]
+    assert FINISH_REPORTING_RUN not in patches(before) and FINISH_REPORTING_RUN in patches(after)
+
+    def last_job_status(path: Path) -> str | None:
+        found = [
+            fields["JobStatus"]
+            for event in json.loads(path.read_text())["events"]
+            if "JobStatus"
+            in (
+                fields := event.get("upsertWorkflowSearchAttributesEventAttributes", {})
+                .get("searchAttributes", {})
+                .get("indexedFields", {})
+            )
+        ]
+        data = found[-1].get("data") if found else None
+        return json.loads(base64.b64decode(data)) if data else None
+
+    assert last_job_status(before) == "failed" and last_job_status(after) is None
 
 
 def test_histories_of_a_job_input_reporting_run_started_plainly_before_and_after_it_carries_the_job_are_kept() -> None:

@@ -47,6 +47,7 @@ from curaflow.domain.messages import (
     CellUpdate,
     DeliverInput,
     FetchInput,
+    FinishedElsewhere,
     FinishInput,
     JobInput,
     JobState,
@@ -177,6 +178,9 @@ class Fakes:
     #: What ``ended_elsewhere`` answers (the real one: the job ended and another run of its
     #: id holds it).
     ended_elsewhere: bool = False
+    #: Whether ``finish`` answers ``FinishedElsewhere`` (the real one: on a repeat, the job
+    #: ended and another run of its id holds it).
+    finish_elsewhere: bool = False
     #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
     #: The work ``search`` binds for a target (target id → work); absent: ``w-<target>``,
@@ -348,7 +352,7 @@ class Fakes:
             return CellUpdate(cell=fakes.cells[tid], delivery=report)
 
         @activity.defn(name="finish")
-        async def finish(inp: FinishInput) -> JobState:
+        async def finish(inp: FinishInput) -> JobState | FinishedElsewhere:
             fakes.finishes.append(inp)
             if fakes.finish_error:
                 raise ApplicationError(fakes.finish_error, type=fakes.finish_error, non_retryable=True)
@@ -377,6 +381,8 @@ class Fakes:
                 completed_at=now,
                 cells=cells,
             )
+            if fakes.finish_elsewhere:
+                return FinishedElsewhere(**dict(job_state(record)), ended_in_another_run=True)
             return job_state(record)
 
         @activity.defn(name="request_cancel")

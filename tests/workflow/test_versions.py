@@ -9,7 +9,7 @@ and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-r
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
 ``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
 ``occurrence-one-meaning-input``, ``reporting-run-cancel``, ``cancel-reporting-run``,
-``late-reporting-run``. The recorded histories
+``late-reporting-run``, ``finish-reporting-run``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -40,6 +40,7 @@ from workflows.job import (
     CORE_V3,
     EXPLICIT_SUBMISSION,
     FAILED_EXECUTION,
+    FINISH_REPORTING_RUN,
     JOB_INPUT_REPORTING_RUN,
     LATE_REPORTING_RUN,
     ONE_MEANING,
@@ -287,6 +288,30 @@ async def test_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_publishe
     assert env.fakes.steps() == []
     assert ("ended_elsewhere" in scheduled) is patched
     assert ("JobStatus" in attributes) is not patched
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["before", "after"])
+async def test_a_run_whose_finish_found_its_job_ended_elsewhere_published_its_state_before_finish_reporting_run(
+    unpatched: Unpatched, patched: bool
+) -> None:
+    """A run whose ``finish`` answers ``FinishedElsewhere`` (a reset of an ended job's closed
+    run past its first step's result): before ``finish-reporting-run`` it published the
+    job's end as its own ``JobStatus``; from the patch on it only reports the job, ending
+    as the job did with the job's state as its result
+    (``tests/integration/test_job_identity.py::test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the_job``)."""
+    async with unpatched(*(() if patched else (FINISH_REPORTING_RUN,))) as env:
+        env.fakes.finish_elsewhere = True
+        handle = await env.start(env.job())
+        final = await handle.result()
+        attributes = await env.search_attributes(handle)
+        live = await env.status(handle)
+        history = await handle.fetch_history()
+
+    assert final.status == "succeeded" and live == final
+    [result] = history.events[-1].workflow_execution_completed_event_attributes.result.payloads
+    assert b"ended_in_another_run" not in result.data  # the run's result is the job's state
+    assert len(env.fakes.finishes) == 1
+    assert ("JobStatus" in attributes) is not patched and ("BusinessStatus" in attributes) is not patched
 
 
 async def test_before_push_bound_a_jobs_end_waited_for_every_push(unpatched: Unpatched) -> None:
