@@ -19,7 +19,10 @@ read only to keep the connection (at most :data:`~curaflow.outbound.ANSWER_KEEP_
 and a body that never ends or is cut mid-way changes nothing: a receiver that said 200
 has the event (before, such an answer was retried as a timeout, sent again up to
 ``callback_max_attempts`` times and then reported dead-lettered; a 410 so answered was
-retried instead of dead-lettered).
+retried instead of dead-lettered). The body is read for at most :data:`ANSWER_DRAIN_S`:
+until 2026-12-07 a body that trickled for ever was read for the push's whole
+``callback_timeout_ms`` (30 s by default) after its status had settled the event, so each
+such answer held the worker's activity slot, and every later event of the job, that long.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ from curaflow.outbound import ANSWER_KEEP_BYTES, DestinationRefused, Limits
 
 log = get_logger("curaflow.jobs.pushes")
 LEASE_MARGIN_MS = 10_000
+#: The longest a push's answer body is read once its status line is in (seconds): the
+#: status is the answer, the body is read only so a brief one keeps its connection. A body
+#: still arriving after this is left unread (its connection closed), like one longer than
+#: :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
+ANSWER_DRAIN_S = 1.0
 
 
 class PushActivity:
@@ -182,14 +190,17 @@ def _failure(err: Exception) -> str:
 
 
 async def _drain(response: httpx.Response) -> None:
-    """Read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` of a push's answer, so a
-    receiver that answers briefly keeps its connection for the next push; a longer body
-    is left unread (its connection is closed). Raises what reading raises."""
+    """Read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` of a push's answer for at
+    most :data:`ANSWER_DRAIN_S`, so a receiver that answers briefly keeps its connection
+    for the next push; a longer or slower body is left unread (its connection is closed
+    when the response is). Raises what reading raises."""
     read = 0
-    async for chunk in response.aiter_raw():
-        read += len(chunk)
-        if read > ANSWER_KEEP_BYTES:
-            return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(ANSWER_DRAIN_S):
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read > ANSWER_KEEP_BYTES:
+                    return
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,84 @@
+"""One push's answer, as a receiver curaflow never met may give it (``activities.push_events``).
+
+A push's verdict is its status line (:func:`curaflow.jobs.pushes.classify_answer`); what
+follows it must cost nothing more than a bounded look at its body. Each case runs the
+activity's send against a raw-socket receiver (:class:`tests.fakes.hostile.HostileParty`)
+through the real outbound client on the callback allow-list, inside Temporal's
+``ActivityEnvironment`` (the send heartbeats).
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from temporalio.testing import ActivityEnvironment
+
+from activities.push_events import ANSWER_DRAIN_S, PushActivity
+from curaflow.ledger.event_pushes import ClaimedPush
+from curaflow.outbound import Outbound
+from curaflow.outbound.destinations import data, parse_networks
+from tests.fakes.hostile import Behaviour, HostileParty
+from tests.support import eventually, whsec
+
+#: The push's whole time in these tests (seconds): far longer than a bounded look at a body.
+TIMEOUT_S = 20.0
+
+
+def pusher() -> PushActivity:
+    """A ``PushActivity`` whose deps hold the callback secret and the pushes' client (127.0.0.1 allowed)."""
+    client = Outbound(data(["127.0.0.1:*"], parse_networks(["127.0.0.0/8"])))
+    deps: Any = SimpleNamespace(
+        settings=SimpleNamespace(api=SimpleNamespace(callback_secret=SecretStr(whsec()))),
+        client_for=lambda purpose: client,
+    )
+    return PushActivity(deps)
+
+
+def claimed(url: str) -> ClaimedPush:
+    return ClaimedPush(
+        job_id="demo@k", seq=1, event_id="evt-1", url=url, body='{"type": "job.accepted"}', attempts=1, owner="me"
+    )
+
+
+@pytest.mark.parametrize("status", [200, 204, 409, 410, 503])
+async def test_a_body_that_never_ends_holds_the_send_no_longer_than_a_look_at_it(status: int) -> None:
+    # The receiver sends its status line at once, then a byte every 0.1 s for ever. The
+    # status is the answer: the send ends within ANSWER_DRAIN_S of it with that status,
+    # never after the push's whole time (until 2026-12-07 every such event held the
+    # worker's slot, and every event after it, for callback_timeout_ms: 30 s a push).
+    party = await HostileParty(
+        default=Behaviour("trickle_body", status=status, chunk=1, interval_s=0.1, body=b" ")
+    ).start()
+    activity = pusher()
+    try:
+        began = time.monotonic()
+        got, error, _, forced = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        took = time.monotonic() - began
+        # the connection is let go: the receiver's next write meets its close
+        await eventually(lambda: party.connections[0].closed, timeout_s=5, what="the receiver's connection closed")
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert (got, forced) == (status, None)
+    assert took < ANSWER_DRAIN_S + 2, took
+    if 200 <= status < 300:
+        assert error is None
+    else:
+        assert error is not None and error.startswith(f"HTTP {status}")
+
+
+async def test_a_brief_answer_is_read_whole() -> None:
+    # What the look is for: an answer of a few bytes is read to its end (a receiver that
+    # keeps its connection alive keeps it for the next push).
+    party = await HostileParty(default=Behaviour("ok", status=200, body=b'{"ok": true}')).start()
+    activity = pusher()
+    try:
+        got, error, _, _ = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert (got, error) == (200, None)
