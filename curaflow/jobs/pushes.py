@@ -79,7 +79,7 @@ def classify_answer(status: int | None) -> Verdict:
 
     2xx and 409 ("already recorded") are delivered; every other 4xx is dead-lettered at
     once (the original's rule, reference §4.7: "other 4xx → dead-letter at once") but 429
-    and HTTP's own "send it again" (408, 425: :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`,
+    and HTTP's own "send it again" (408, 421, 425: :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`,
     retried since 2026-12-06); everything else — a 5xx, no answer, a redirect (never
     followed) or any status outside 2xx / 4xx / 5xx — is retried: one of the event's
     counted attempts, never the event (the unknown is cheap). Until 2026-12-06 a 1xx or a

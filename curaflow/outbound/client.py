@@ -31,6 +31,10 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
 * **destination**: the request's origin must be allowed before anything is sent, and the
   connection's address is checked when connecting
   (:mod:`curaflow.outbound.destinations`). Redirects are never followed.
+* **a connection that answered 421** (:data:`NEW_CONNECTION_STATUSES`) is closed, never
+  used again: the answer comes with its status and headers and no body (RFC 9110
+  §15.5.20: the request is sent again over a different connection; until 2026-12-07 the
+  kept-alive connection went back to the pool and the retry met the same server).
 
 ``sent`` is learnt from httpcore's trace hook (``http11.send_request_headers.started`` /
 ``http2.send_request_headers.started``): it fires once the connection — TCP and TLS — is
@@ -88,6 +92,13 @@ ROUTE_ANSWER_KEEP_BYTES = 256 * 1024
 #: and the most a content-encoded body is decoded to at once, per coding
 #: (:mod:`curaflow.outbound.decoding`).
 CHUNK_BYTES = 64 * 1024
+
+#: Statuses after which the connection that answered is never used again: ``421
+#: Misdirected Request`` (RFC 9110 §15.5.20: that connection reached a server that does not
+#: serve the URL's origin, and the request "MAY be retried … over a different connection").
+#: Its body is not read (the status is the whole answer: a send again,
+#: :data:`curaflow.routes.base.SEND_AGAIN_STATUSES`), so the transport closes the connection.
+NEW_CONNECTION_STATUSES = frozenset({421})
 
 _ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("attempt_deadline", default=None)
 
@@ -398,7 +409,7 @@ class Outbound:
                 head = response
                 kept: list[bytes] = []
                 size = 0
-                truncated = False
+                truncated = is_truncated(response)  # a 421's body is never read
                 async for chunk in iter_capped(response, limits.max_bytes):
                     if limits.keep_bytes is not None and size + len(chunk) > limits.keep_bytes:
                         kept.append(chunk[: limits.keep_bytes - size])
@@ -419,7 +430,9 @@ class Outbound:
         """Open ``request`` as a streamed answer, the whole ``async with`` body under the
         total time limit (read the body with :func:`iter_capped`: httpx's decoding of
         ``aiter_bytes`` has no bound). Its ``Accept-Encoding`` loses any coding curaflow
-        does not decode (:func:`~curaflow.outbound.decoding.ask_only_decoded`).
+        does not decode (:func:`~curaflow.outbound.decoding.ask_only_decoded`). An answer
+        of :data:`NEW_CONNECTION_STATUSES` is yielded with no body (its status and
+        headers; :func:`is_truncated` true), its connection closed unread.
 
         Raises:
             as :meth:`send` (``TimeLimitExceeded`` at the exit of the block when the time
@@ -438,6 +451,9 @@ class Outbound:
             async with asyncio.timeout(budget):
                 response = await self.http.send(request, stream=True)
                 answered = True
+                if response.status_code in NEW_CONNECTION_STATUSES:
+                    await response.aclose()  # unread: the transport closes its connection
+                    response = _bodiless(response, request)
                 try:
                     yield response
                 finally:
@@ -480,6 +496,20 @@ def _rebuilt(response: httpx.Response, request: httpx.Request, content: bytes, t
         content=content,
         request=request,
         extensions={"curaflow_truncated": truncated, "http_version": response.http_version.encode()},
+    )
+
+
+def _bodiless(response: httpx.Response, request: httpx.Request) -> httpx.Response:
+    """``response``'s status and header bytes with an empty, unread body (a stream, so it
+    reads as any streamed answer), marked truncated; no framing header (it describes no
+    body any more)."""
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _REBUILT_WITHOUT]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        stream=httpx.ByteStream(b""),
+        request=request,
+        extensions={"curaflow_truncated": True, "http_version": response.http_version.encode()},
     )
 
 

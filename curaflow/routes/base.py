@@ -175,13 +175,18 @@ def answer_key(answer: str) -> str:
 
 #: Statuses by which HTTP itself says the request was not processed and may be sent again
 #: later: ``408 Request Timeout`` (RFC 9110 §15.5.9: the server — often a proxy in front of
-#: the receiver — closed the connection before it received the whole request) and ``425 Too
-#: Early`` (RFC 8470 §5.2: it will not risk processing a request that might be replayed).
+#: the receiver — closed the connection before it received the whole request), ``421
+#: Misdirected Request`` (RFC 9110 §15.5.20: the connection reached a server that does not
+#: serve the URL's origin; sent again "over a different connection", idempotent or not —
+#: the outbound layer never uses a connection that answered it again,
+#: :data:`curaflow.outbound.client.NEW_CONNECTION_STATUSES`) and ``425 Too Early`` (RFC
+#: 8470 §5.2: it will not risk processing a request that might be replayed).
 #: Every route, and a job's pushes to its callback URL (:func:`curaflow.jobs.pushes.classify_answer`),
 #: retry them as they retry a 5xx — one attempt, never ambiguous (nothing was
-#: processed), no refusal counted; until 2026-12-06 they were ``route_refused`` (the cell
-#: failed unretried, the work held back from the route, three in a row paused it).
-SEND_AGAIN_STATUSES = frozenset({408, 425})
+#: processed), no refusal counted; until 2026-12-06 408 and 425 were ``route_refused`` (the
+#: cell failed unretried, the work held back from the route, three in a row paused it),
+#: and 421 until 2026-12-07 (a push so answered was dead-lettered at once).
+SEND_AGAIN_STATUSES = frozenset({408, 421, 425})
 
 
 def status_undefined(status: int) -> bool:

@@ -314,7 +314,7 @@ def classify(
       *ambiguous* (:func:`~curaflow.routes.base.undefined_status_error`, the one reading
       of every route);
     * a 5xx, or HTTP's own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`:
-      408, 425) → ``telegram_failed``, retried;
+      408, 421, 425) → ``telegram_failed``, retried;
     * the Bot API's own 400 (``recognised``) whose description is in
       :data:`WORK_REFUSALS` → ``delivery_rejected`` (the work);
     * anything else — a destination or permission message, 401, 403, 404, 413, a wording

@@ -436,7 +436,7 @@ def classify(status: int, retry_after: str | None) -> RouteError:
     """The failure a receiver's answer other than 2xx and 409 means (the module's
     receiver contract): 429 → rate limited, route-wide (its stated delay, or none; the
     route's cooldown at most ``delivery.route_rate_limit_cap_ms``); 5xx and HTTP's
-    own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 425) →
+    own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 421, 425) →
     retried (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
     does not define (600–999) is none of these: one attempt, ambiguous

@@ -33,6 +33,7 @@ from tests.schema import expected_schema, validate
         (500, Verdict.RETRY),
         (503, Verdict.RETRY),
         (408, Verdict.RETRY),  # HTTP's own "send it again" (routes.base.SEND_AGAIN_STATUSES): dead until 2026-12-06
+        (421, Verdict.RETRY),  # sent again over another connection (RFC 9110 §15.5.20): dead until 2026-12-07
         (425, Verdict.RETRY),
         (None, Verdict.RETRY),
         (400, Verdict.DEAD),

@@ -84,7 +84,7 @@ WH_WORK_STATUSES = {415, 422}
 
 STATUSES = st.one_of(
     st.sampled_from([200, 201, 204, 301, 302, 304, 307, 400, 401, 403, 404, 405, 408, 409, 410, 413, 415]),
-    st.sampled_from([418, 422, 425, 429, 451, 499, 500, 501, 502, 503, 504, 520, 521, 524, 599]),
+    st.sampled_from([418, 421, 422, 425, 429, 451, 499, 500, 501, 502, 503, 504, 520, 521, 524, 599]),
     st.integers(200, 599),
     st.integers(600, 999),
 )
@@ -546,7 +546,7 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
         assert status in (502, 504) or status >= 600 or word in {"pending", "queued"}, (status, word)
     if word in {"pending", "queued"}:
         assert err.ambiguous and not err.permanent, (word, str(err))
-    if 500 <= status < 600 or status in (408, 425, 429):
+    if 500 <= status < 600 or status in (408, 421, 425, 429):
         assert not err.permanent
 
 
@@ -558,7 +558,7 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
 def test_a_push_is_dead_lettered_only_for_a_refusal_of_the_request(status: int | None) -> None:
     verdict = classify_answer(status)
     if verdict == Verdict.DEAD:
-        assert status is not None and 400 <= status < 500 and status not in (408, 425, 429)
+        assert status is not None and 400 <= status < 500 and status not in (408, 421, 425, 429)
     if verdict == Verdict.DELIVERED:
         assert status is not None and (200 <= status < 300 or status == 409)
 

@@ -469,7 +469,7 @@ async def test_an_integer_id_longer_than_any_id_is_a_delivery_with_no_id(tmp_pat
 # ---- webhook ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 405, 406, 410, 411, 413, 414, 418, 421, 451, 499])
+@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 405, 406, 410, 411, 413, 414, 418, 451, 499])
 async def test_an_unknown_or_destination_webhook_refusal_is_the_routes(tmp_path: Path, status: int) -> None:
     err = await failure(webhook, lambda _r: httpx.Response(status, json={"error": "no"}), tmp_path)
     assert is_the_routes(err), status
