@@ -44,7 +44,7 @@ from curaflow.domain.ratelimit import parse_retry_after, retry_delay_ms
 from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sign_push
 from curaflow.ledger.event_pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.observability.logs import get_logger
-from curaflow.outbound import ANSWER_KEEP_BYTES, DestinationRefused, Limits
+from curaflow.outbound import ANSWER_KEEP_BYTES, AddressRefused, DestinationRefused, Limits
 
 log = get_logger("curaflow.jobs.pushes")
 LEASE_MARGIN_MS = 10_000
@@ -67,7 +67,12 @@ class PushActivity:
         """POST one event; returns ``(status or None, error text, retry-after s, forced verdict)``.
 
         The forced verdict is ``dead`` when the event can never be sent as configured
-        (the guard refuses its destination, no signing secret on this worker).
+        (the allow-list refuses its origin, no signing secret on this worker). A host
+        whose name leads, when connecting, only to addresses the guard never connects to
+        (:class:`~curaflow.outbound.AddressRefused`: a DNS sinkhole, a rebinding to
+        loopback or the metadata service) is no such verdict: nothing was connected to,
+        and the send is one failed attempt, retried as any send that reached no one
+        (until 2026-12-07 the event was dead-lettered at once on that one lookup).
         """
         secret = self.deps.settings.api.callback_secret
         if secret is None:
@@ -88,6 +93,8 @@ class PushActivity:
                 async with client.stream(request, Limits(time_s=timeout_s)) as response:
                     answer = response  # the status line and headers are in: they are the answer
                     await _drain(response)
+        except AddressRefused as err:
+            return None, f"destination refused at connect time: {err}", None, None
         except DestinationRefused as err:
             return None, f"destination refused: {err}", None, Verdict.DEAD
         except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send

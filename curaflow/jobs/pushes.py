@@ -19,8 +19,10 @@ How it works:
    delivered; 429, 5xx, a redirect (never followed), timeouts and transport errors → retried (the activity fails and
    Temporal retries it with backoff, ``Retry-After`` honoured up to the cap, a 429
    without one waiting :func:`curaflow.domain.ratelimit.retry_delay_ms`'s backoff from
-   5 s, never a constant); a
-   destination the guard refuses and any other 4xx → dead-lettered at once. An
+   5 s, never a constant), and so is a host whose name leads at connect time only to
+   addresses the guard never connects to (``AddressRefused``: nothing connected; dead at
+   once until 2026-12-07); an origin off the allow-list and any other 4xx →
+   dead-lettered at once. An
    event is sent at most ``max_attempts`` (8) times, each counted in the ledger when it
    is claimed — whatever way it then ends — then dead-lettered. A dead event never
    blocks the ones after it; a retried one does (events arrive in order).

@@ -37,6 +37,7 @@ from curaflow.outbound.destinations import (
     url_problem,
 )
 from curaflow.outbound.errors import (
+    AddressRefused,
     AnswerTooLarge,
     DestinationRefused,
     RequestNotWhole,
@@ -50,6 +51,7 @@ __all__ = [
     "ANSWER_KEEP_BYTES",
     "MAX_URL_CHARS",
     "ROUTE_ANSWER_KEEP_BYTES",
+    "AddressRefused",
     "AnswerTooLarge",
     "DestinationRefused",
     "Destinations",

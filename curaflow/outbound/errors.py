@@ -1,6 +1,8 @@
 """The outbound layer's failures, typed as httpx's own so callers classify them as before.
 
-* :class:`DestinationRefused` is an ``httpx.ConnectError``: nothing was sent.
+* :class:`DestinationRefused` is an ``httpx.ConnectError``: nothing was sent. Its
+  :class:`AddressRefused` says the origin was allowed and the name led, at connect time,
+  only to addresses the guard never connects to: the network's answer of the moment.
 * :class:`TimeLimitBeforeSending` is an ``httpx.ConnectTimeout``: the attempt's total time
   ran out before the request's headers started to leave (nothing reached the party), or
   after its connection broke under the write (:class:`RequestNotWhole`'s case).
@@ -27,7 +29,19 @@ import httpx
 
 class DestinationRefused(httpx.ConnectError):
     """The destination guard refused the request: origin not allowed, port 0, or every
-    address the host resolves to is loopback / private / link-local (not configured)."""
+    address the host resolves to is loopback / private / link-local (not configured:
+    :class:`AddressRefused`)."""
+
+
+class AddressRefused(DestinationRefused):
+    """The origin is allowed, but every address its name resolved to when connecting is
+    one the guard never connects to (loopback, private, link-local, unspecified …, outside
+    ``outbound.private_networks``): nothing was connected to.
+
+    That is the answer of a lookup — a DNS sinkhole's ``0.0.0.0``, a rebinding, a
+    resolver's blip — not of the party and not the operator's rule: a caller that must
+    not blame a work or an event on one answer takes it as a failed connection (the
+    callback pushes retry it; the image downloads since 2026-12-07)."""
 
 
 class RequestNotWhole(httpx.WriteError):

@@ -40,7 +40,7 @@ import httpcore
 import httpx
 
 from curaflow.outbound.destinations import Destinations
-from curaflow.outbound.errors import DestinationRefused
+from curaflow.outbound.errors import AddressRefused, DestinationRefused
 
 
 class _ClosedOnCut(httpcore.AsyncNetworkStream):
@@ -175,7 +175,8 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     data destination's name is looked up by the backend's own :class:`Resolver`.
 
     Raises (from :meth:`connect_tcp`):
-        DestinationRefused: port 0, no address resolved, or none allowed.
+        DestinationRefused: port 0 (a unix socket).
+        AddressRefused: no address resolved, or none allowed.
     """
 
     def __init__(self, destinations: Destinations) -> None:
@@ -211,7 +212,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             address = ipaddress.ip_address(text)
             (allowed if self._destinations.allows_address(address) else refused).append(text)
         if not allowed:
-            raise DestinationRefused(
+            raise AddressRefused(
                 f"the host resolves only to addresses that are not allowed ({', '.join(sorted(set(refused)))}); "
                 "allow a network in outbound.private_networks if this is intended"
             )

@@ -301,11 +301,14 @@ async def test_a_receiver_sending_its_headers_slowly_costs_exactly_its_attempts(
 
 async def test_a_callback_name_resolving_to_loopback_is_refused(make_stack: StackFactory, tmp_path: Path) -> None:
     # "localhost" is allowed by name, but it resolves to 127.0.0.1 and no network allows
-    # that address: nothing is ever sent there, whatever the port
+    # that address: nothing is ever sent there, whatever the port. Each send is one failed
+    # attempt (a lookup's answer, not the consumer's refusal): every event is dead once
+    # its callback_max_attempts are spent (until 2026-12-07 at its first attempt).
     party = await HostileParty().start()
     try:
         conf = callback_config(tmp_path)
         conf["api"]["callback_allowed_hosts"] = ["localhost:*"]
+        conf["api"]["callback_max_attempts"] = 2
         conf["outbound"] = {"private_networks": []}
         stack = make_stack(conf)
         await stack.start_worker()
@@ -317,8 +320,8 @@ async def test_a_callback_name_resolving_to_loopback_is_refused(make_stack: Stac
         job_id = answer.json()["job"]["job_id"]
 
         states = await wait_settled(stack, job_id)
-        assert all(s["status"] == "dead" and s["attempts"] == 1 for s in states)
-        assert "destination refused" in states[0]["last_error"]
+        assert all(s["status"] == "dead" and s["attempts"] == 2 for s in states), states
+        assert "destination refused at connect time" in states[0]["last_error"]
         assert party.connections == []
     finally:
         await party.stop()

@@ -9,18 +9,22 @@ through the real outbound client on the callback allow-list, inside Temporal's
 
 from __future__ import annotations
 
+import socket
 import time
 from types import SimpleNamespace
 from typing import Any
 
+import httpcore
 import pytest
 from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
 
 from activities.push_events import ANSWER_DRAIN_S, PushActivity
+from curaflow.jobs.pushes import Verdict, classify_answer
 from curaflow.ledger.event_pushes import ClaimedPush
 from curaflow.outbound import Outbound
 from curaflow.outbound.destinations import data, parse_networks
+from curaflow.outbound.transport import GuardedBackend
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.support import eventually, whsec
 
@@ -82,3 +86,68 @@ async def test_a_brief_answer_is_read_whole() -> None:
         await activity.deps.client_for("pushes").aclose()
         await party.stop()
     assert (got, error) == (200, None)
+
+
+# ---- where the callback host's name leads ----------------------------------------------------
+
+
+def pusher_to(allowed: list[str]) -> tuple[PushActivity, Outbound]:
+    """A ``PushActivity`` whose pushes' client allows ``allowed`` and no private network."""
+    client = Outbound(data(allowed, ()))
+    deps: Any = SimpleNamespace(
+        settings=SimpleNamespace(api=SimpleNamespace(callback_secret=SecretStr(whsec()))),
+        client_for=lambda purpose: client,
+    )
+    return PushActivity(deps), client
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.0.0.1", "10.0.0.7", "169.254.169.254", "::1", "::ffff:127.0.0.1"])
+async def test_a_callback_host_resolving_to_an_address_never_connected_costs_one_attempt(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    # The callback host is on the allow-list; at send time its name resolves to an address
+    # a data destination never reaches (a DNS sinkhole's 0.0.0.0, a rebinding to loopback
+    # or to the metadata service, a resolver's blip). Nothing is connected to — and the
+    # event is not dead-lettered on that one DNS answer: it is one retried attempt, as any
+    # send that reached no one (until 2026-12-07 it was dead at once, the consumer's event
+    # lost for good on the word of a lookup).
+    activity, client = pusher_to(["hooks.example"])
+    backend = client.http._transport._pool._network_backend  # type: ignore[attr-defined]
+    assert isinstance(backend, GuardedBackend)
+    connects: list[str] = []
+
+    async def lookup(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (address, port, 0, 0) if ":" in address else (address, port))]
+
+    async def connect_tcp(host: str, port: int, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        connects.append(host)
+        raise httpcore.ConnectError("stub: no network in this test")
+
+    monkeypatch.setattr(backend.resolver, "lookup", lookup)
+    monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
+    try:
+        status, error, _, forced = await ActivityEnvironment().run(
+            activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S
+        )
+    finally:
+        await client.aclose()
+    assert connects == []
+    assert status is None and forced is None, (status, forced, error)
+    assert classify_answer(status) == Verdict.RETRY
+    assert error is not None and "refused" in error and address in error
+
+
+async def test_a_callback_origin_off_the_allow_list_is_still_dead_at_once() -> None:
+    # The operator's allow-list no longer holds the job's callback origin (it was there at
+    # admission): that is no answer of the network but the operator's rule — dead at once,
+    # nothing sent.
+    activity, client = pusher_to(["other.example"])
+    try:
+        status, error, _, forced = await ActivityEnvironment().run(
+            activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S
+        )
+    finally:
+        await client.aclose()
+    assert (status, forced) == (None, Verdict.DEAD)
+    assert error is not None and "not an allowed destination" in error
