@@ -121,8 +121,12 @@ def parse_origin(entry: str) -> Origin:
     """An allow-list entry as an :class:`Origin`: ``host`` (the default port of the URL's
     scheme), ``host:port`` or ``host:*`` (any port); IPv6 as ``[::1]:8080``.
 
+    A name is kept as httpx reads a URL's host (:func:`_host_as_urls_read`: lower case,
+    an internationalised name as its Unicode letters, ``xn--…`` or not).
+
     Raises:
-        ValueError: an empty host, a port that is not 1..65535 or ``*``.
+        ValueError: an empty host, a name that is no host, a port that is not 1..65535
+            or ``*``.
     """
     text = entry.strip().lower()
     host, port_text = text, ""
@@ -139,6 +143,8 @@ def parse_origin(entry: str) -> Origin:
         host, port_text = text.split(":")
     if not host:
         raise ValueError(f"allow-list entry {entry!r}: no host")
+    if not text.startswith("["):
+        host = _host_as_urls_read(entry, host)
     if not port_text:
         return Origin(host, DEFAULT_PORT)
     if port_text == "*":
@@ -146,6 +152,29 @@ def parse_origin(entry: str) -> Origin:
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise ValueError(f"allow-list entry {entry!r}: the port must be 1..65535 or '*'")
     return Origin(host, int(port_text))
+
+
+def _host_as_urls_read(entry: str, host: str) -> str:
+    """``host`` (an allow-list entry's name or IPv4 address) as httpx reads a URL's host
+    — :attr:`Origin.matches` compares it with ``url.host``: lower case, and an
+    internationalised name in its Unicode form whichever way it is written (``xn--…``, the
+    A-label DNS and certificates use, is read as its letters). Until 2026-12-07 the entry
+    was compared as written, so an A-label entry matched no URL, its own spelling
+    included.
+
+    Raises:
+        ValueError: a name that is no host — holding whitespace, an unprintable character
+            or a URL delimiter, or a label IDNA refuses (``xn--zz-``).
+    """
+    if not host.isprintable() or _WHITESPACE.search(host) or any(c in host for c in "/?#@\\%"):
+        raise ValueError(f"allow-list entry {entry!r}: not a host name")
+    try:
+        read = httpx.URL(f"http://{host}/").host
+    except (ValueError, httpx.InvalidURL) as err:  # IDNA's refusals are ValueErrors (UnicodeError)
+        raise ValueError(f"allow-list entry {entry!r}: not a host name ({err})") from None
+    if not read:
+        raise ValueError(f"allow-list entry {entry!r}: no host")
+    return read
 
 
 def origin_of(url: str) -> Origin:

@@ -367,3 +367,27 @@ async def test_a_compression_bomb_is_refused_within_the_cap(party: HostileParty,
     assert ran.returncode == 0, stderr.decode()
     grown = int(stdout.decode().strip())
     assert grown < cap + (2 << 20), f"{grown / (1 << 20):.1f} MiB of peak RSS for a cap of 1 MiB"
+
+
+@pytest.mark.parametrize(
+    "entry", ["xn--bcher-kva.example", "XN--BCHER-KVA.example", "bücher.example", "BÜCHER.example"]
+)
+@pytest.mark.parametrize(
+    "url", ["https://xn--bcher-kva.example/cb", "https://bücher.example/cb", "https://BÜCHER.EXAMPLE/cb"]
+)
+def test_an_internationalised_host_is_one_host_however_it_is_written(entry: str, url: str) -> None:
+    # A host name of non-ASCII letters has two spellings: its Unicode letters (U-label) and
+    # the ASCII that DNS, certificates and most tools show (A-label, "xn--…"). httpx
+    # reads every URL's host as the Unicode form; an allow-list entry in the A-label form
+    # was compared as written, so it matched no URL at all — the URL's own A-label
+    # spelling included: every callback_url to that host refused at admission and every
+    # push to it refused (until 2026-12-07).
+    assert parse_origin(entry).matches(httpx.URL(url))
+    assert parse_origin(entry + ":8443").matches(httpx.URL(url.replace("/cb", ":8443/cb")))
+    assert not parse_origin(entry).matches(httpx.URL("https://xn--bcher-kva.example.org/cb"))
+
+
+def test_an_allow_list_entry_that_is_no_host_name_is_refused() -> None:
+    for bad in ("xn--zz-", "xn--a.example", "a b.example"):
+        with pytest.raises(ValueError):
+            parse_origin(bad)
