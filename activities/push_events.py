@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import httpx
 from temporalio import activity
@@ -55,16 +56,33 @@ LEASE_MARGIN_MS = 10_000
 ANSWER_DRAIN_S = 1.0
 
 
+class Sent(NamedTuple):
+    """What one send learnt (:meth:`PushActivity._send`).
+
+    Attributes:
+        status: the answer's status; None when no answer came.
+        error: a short description of a failure (no URL), None for a 2xx.
+        retry_after: the answer's ``Retry-After``, seconds, or None.
+        forced: ``dead`` when the event can never be sent as configured, else None.
+        cut: the attempt was cancelled after the answer's status was in: the answer is
+            recorded, then the cancel honoured.
+    """
+
+    status: int | None
+    error: str | None
+    retry_after: float | None
+    forced: Verdict | None
+    cut: bool = False
+
+
 class PushActivity:
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for ``push_events``."""
 
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
 
-    async def _send(
-        self, push: ClaimedPush, timeout_s: float
-    ) -> tuple[int | None, str | None, float | None, Verdict | None]:
-        """POST one event; returns ``(status or None, error text, retry-after s, forced verdict)``.
+    async def _send(self, push: ClaimedPush, timeout_s: float) -> Sent:
+        """POST one event; returns what it learnt (:class:`Sent`).
 
         The forced verdict is ``dead`` when the event can never be sent as configured
         (the allow-list refuses its origin, no signing secret on this worker). A host
@@ -73,10 +91,21 @@ class PushActivity:
         loopback or the metadata service) is no such verdict: nothing was connected to,
         and the send is one failed attempt, retried as any send that reached no one
         (until 2026-12-07 the event was dead-lettered at once on that one lookup).
+
+        A cancel of the attempt (a heartbeat's answer: the job's end stopped waiting for
+        its pushes) that comes once the answer's status is in does not lose that answer:
+        the body is left unread and :attr:`Sent.cut` is set, for the caller to record the
+        answer before honouring the cancel. Until 2026-12-07 it was lost: the event stayed
+        claimed and pending, and was sent again although the receiver had answered.
+
+        Raises:
+            asyncio.CancelledError: the attempt was cancelled before any answer came.
         """
         secret = self.deps.settings.api.callback_secret
         if secret is None:
-            return None, "no api.callback_secret on this worker: pushes are never sent unsigned", None, Verdict.DEAD
+            return Sent(
+                None, "no api.callback_secret on this worker: pushes are never sent unsigned", None, Verdict.DEAD
+            )
         headers = sign_push(
             push_headers(push.job_id, push.event_id),
             secret.get_secret_value(),
@@ -87,26 +116,37 @@ class PushActivity:
         client = self.deps.client_for("pushes")
         answer: httpx.Response | None = None
         body_error: str | None = None
+        cut = False
         try:
             async with _beating():
                 request = client.build_request("POST", push.url, content=push.body.encode(), headers=headers)
                 async with client.stream(request, Limits(time_s=timeout_s)) as response:
                     answer = response  # the status line and headers are in: they are the answer
                     await _drain(response)
+        except asyncio.CancelledError:
+            if answer is None:
+                raise  # no answer: the send's outcome is unknown, the claim lapses
+            # The receiver answered before the cancel came: its answer is recorded first
+            # (push_events), then the cancel is raised again.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            cut = True
+            body_error = "answer body unread: the attempt was cancelled"
         except AddressRefused as err:
-            return None, f"destination refused at connect time: {err}", None, None
+            return Sent(None, f"destination refused at connect time: {err}", None, None)
         except DestinationRefused as err:
-            return None, f"destination refused: {err}", None, Verdict.DEAD
+            return Sent(None, f"destination refused: {err}", None, Verdict.DEAD)
         except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send
             if answer is None:
-                return None, _failure(err), None, None
+                return Sent(None, _failure(err), None, None)
             # The receiver answered; only reading its body failed (it never ended, was cut
             # mid-way): the status stands, the body plays no part in the verdict.
             body_error = f"answer body unread: {_failure(err)}"
         error = None if answer.is_success else f"HTTP {answer.status_code}"
         if error is not None and body_error is not None:
             error = f"{error}; {body_error}"
-        return answer.status_code, error, parse_retry_after(answer.headers.get("retry-after")), None
+        return Sent(answer.status_code, error, parse_retry_after(answer.headers.get("retry-after")), None, cut)
 
     @activity.defn(name="push_events")
     async def push_events(self, inp: PushInput) -> PushReport:
@@ -148,7 +188,8 @@ class PushActivity:
                 report.busy = claim.busy
                 return report
             push = claim.push
-            status, error, retry_after, forced = await self._send(push, policy.timeout_ms / 1000)
+            sent = await self._send(push, policy.timeout_ms / 1000)
+            status, error, retry_after, forced = sent.status, sent.error, sent.retry_after, sent.forced
             activity.heartbeat({"event_id": push.event_id, "status": status})
             verdict = forced or classify_answer(status)
             fields = {"job_id": push.job_id, "event_id": push.event_id, "attempt": push.attempts, "http_status": status}
@@ -157,7 +198,12 @@ class PushActivity:
                 settled = DEAD
             if settled == DELIVERED:
                 error = None
-            if not await record_push(self.deps.pool, push, settled, http_status=status, error=error):
+            recorded = await record_push(self.deps.pool, push, settled, http_status=status, error=error)
+            if sent.cut:
+                # The attempt was cancelled after the answer came: recorded, now honoured.
+                log.info("callback.cancelled_after_answer", outcome=settled if recorded else "claim_lost", **fields)
+                raise asyncio.CancelledError()
+            if not recorded:
                 # This attempt outlived its lease and another claimed the event since: that
                 # one settles it (this answer is not recorded); this attempt ends.
                 log.warning("callback.claim_lost", outcome=settled, error=error, **fields)

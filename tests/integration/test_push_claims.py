@@ -24,6 +24,7 @@ from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport, Rout
 from curaflow.ledger import event_pushes
 from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
+from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import eventually, job_env, ledger_job, short_id, whsec
 
@@ -133,3 +134,39 @@ async def run_attempt(deps: ActivityDeps, job_id: str, run_id: str, policy: Call
     env = job_env(job_id)
     env.info = dataclasses.replace(env.info, workflow_run_id=run_id, activity_id="7", attempt=1)
     return await env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy))
+
+
+async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
+    make_stack: StackFactory, tmp_path: Path, ledger_pool: asyncpg.Pool
+) -> None:
+    """The job's end stops waiting for its pushes and cancels the push run (the push-bound
+    wait, ``TRY_CANCEL``); the cancel reaches the attempt while the receiver's answer —
+    its status line, 200 — is in and its body still arriving. The answer settles the
+    event before the cancel is honoured: the event is delivered, not left claimed and
+    pending for the sweeper to send again (a second send of an event the receiver had;
+    until 2026-12-07)."""
+    party = await HostileParty(
+        default=Behaviour("trickle_body", status=200, chunk=1, interval_s=0.1, body=b" ")
+    ).start()
+    stack = make_stack(callback_config(tmp_path))
+    deps = await open_deps(stack.settings, None)
+    try:
+        job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
+        env = job_env(job_id)
+        env.info = dataclasses.replace(env.info, workflow_run_id="run-1", activity_id="7", attempt=1)
+        attempt = asyncio.create_task(
+            env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))
+        )
+        await eventually(
+            lambda: bool(party.connections) and party.connections[0].written > 0,
+            interval_s=0.02,
+            what="the receiver's status line sent",
+        )
+        env.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        rows = await event_pushes.push_states(ledger_pool, job_id)
+        assert [(r["status"], r["last_status"]) for r in rows] == [(event_pushes.DELIVERED, 200)], rows
+    finally:
+        await close_deps(deps)
+        await party.stop()

@@ -60,7 +60,8 @@ async def test_a_body_that_never_ends_holds_the_send_no_longer_than_a_look_at_it
     activity = pusher()
     try:
         began = time.monotonic()
-        got, error, _, forced = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        got, error, forced = sent.status, sent.error, sent.forced
         took = time.monotonic() - began
         # the connection is let go: the receiver's next write meets its close
         await eventually(lambda: party.connections[0].closed, timeout_s=5, what="the receiver's connection closed")
@@ -81,7 +82,8 @@ async def test_a_brief_answer_is_read_whole() -> None:
     party = await HostileParty(default=Behaviour("ok", status=200, body=b'{"ok": true}')).start()
     activity = pusher()
     try:
-        got, error, _, _ = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        got, error = sent.status, sent.error
     finally:
         await activity.deps.client_for("pushes").aclose()
         await party.stop()
@@ -127,9 +129,8 @@ async def test_a_callback_host_resolving_to_an_address_never_connected_costs_one
     monkeypatch.setattr(backend.resolver, "lookup", lookup)
     monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
     try:
-        status, error, _, forced = await ActivityEnvironment().run(
-            activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S
-        )
+        sent = await ActivityEnvironment().run(activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S)
+        status, error, forced = sent.status, sent.error, sent.forced
     finally:
         await client.aclose()
     assert connects == []
@@ -144,9 +145,8 @@ async def test_a_callback_origin_off_the_allow_list_is_still_dead_at_once() -> N
     # nothing sent.
     activity, client = pusher_to(["other.example"])
     try:
-        status, error, _, forced = await ActivityEnvironment().run(
-            activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S
-        )
+        sent = await ActivityEnvironment().run(activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S)
+        status, error, forced = sent.status, sent.error, sent.forced
     finally:
         await client.aclose()
     assert (status, forced) == (None, Verdict.DEAD)

@@ -156,7 +156,8 @@ async def test_the_connection_that_answered_421_is_never_used_again(via: str) ->
             activity = pusher()
             try:
                 statuses = [
-                    (await ActivityEnvironment().run(activity._send, claimed(url + "/cb"), 5.0))[0] for _ in range(3)
+                    (await ActivityEnvironment().run(activity._send, claimed(url + "/cb"), 5.0)).status
+                    for _ in range(3)
                 ]
             finally:
                 await activity.deps.client_for("pushes").aclose()
