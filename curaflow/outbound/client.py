@@ -73,7 +73,7 @@ from curaflow.outbound.errors import (
     time_limit_error,
     too_large_error,
 )
-from curaflow.outbound.transport import GuardedBackend, guarded_transport
+from curaflow.outbound.transport import GuardedBackend, guarded_transport, head_ended, head_started
 
 #: Bytes of an answer kept when only its status and first words matter (a callback
 #: push's receiver: its status decides).
@@ -208,6 +208,10 @@ class _Trace:
         return self.sent and not self.broken
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith("receive_response_headers.started"):
+            head_started()  # the head's reads are bounded (transport.MAX_ANSWER_HEAD_BYTES)
+        elif event.endswith(("receive_response_headers.complete", "receive_response_headers.failed")):
+            head_ended()
         if event.endswith("send_request_headers.started") and not self.sent:
             self.sent = True
             if self._flight is not None:
@@ -447,6 +451,7 @@ class Outbound:
         if budget <= 0:
             raise time_limit_error(limits.time_s, False, request, by_deadline=True)
         answered = False
+        head_ended()  # no head budget left over from an exchange cut in this task
         try:
             async with asyncio.timeout(budget):
                 response = await self.http.send(request, stream=True)
@@ -475,6 +480,8 @@ class Outbound:
         except BaseException:
             trace.ended()
             raise
+        finally:
+            head_ended()
         trace.ended()
 
     async def aclose(self) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import ipaddress
 import select
@@ -41,6 +42,47 @@ import httpx
 
 from curaflow.outbound.destinations import Destinations
 from curaflow.outbound.errors import AddressRefused, DestinationRefused
+
+#: The most bytes read for one answer's head — its final status line and headers and every
+#: informational (1xx) head before them, with whatever of the body came in the same reads.
+#: httpcore takes any number of 1xx heads and parses each (h11 bounds one head, at 100
+#: KiB): a party sending ``102 Processing`` for ever held the exchange for its whole time
+#: with the event loop starved by the parsing (until 2026-12-07). Past this the answer is
+#: an ``httpcore.RemoteProtocolError`` (``httpx.RemoteProtocolError``: a transport error,
+#: one retried attempt).
+MAX_ANSWER_HEAD_BYTES = 256 * 1024
+#: Read size while an answer's head is read (bytes): small reads, so the loop is given
+#: back between them however fast the party sends.
+HEAD_READ_BYTES = 16 * 1024
+
+
+class HeadBudget:
+    """What is left of :data:`MAX_ANSWER_HEAD_BYTES` for the head being read.
+
+    Attributes:
+        left: bytes still allowed.
+    """
+
+    def __init__(self) -> None:
+        self.left = MAX_ANSWER_HEAD_BYTES
+
+
+#: The budget of the answer head the current task is reading; None when it reads none
+#: (a body, a request being written). Set by the exchange's trace hook
+#: (:func:`head_started` / :func:`head_ended`, ``curaflow.outbound.client``): httpcore
+#: reads a connection in the task that sends the request.
+_HEAD_BUDGET: contextvars.ContextVar[HeadBudget | None] = contextvars.ContextVar("answer_head_budget", default=None)
+
+
+def head_started() -> None:
+    """The current task begins reading an answer's head (httpcore's
+    ``receive_response_headers.started``): reads are bounded by :data:`MAX_ANSWER_HEAD_BYTES`."""
+    _HEAD_BUDGET.set(HeadBudget())
+
+
+def head_ended() -> None:
+    """The head was read, or reading it failed: reads are the body's again."""
+    _HEAD_BUDGET.set(None)
 
 
 class _ClosedOnCut(httpcore.AsyncNetworkStream):
@@ -61,7 +103,22 @@ class _ClosedOnCut(httpcore.AsyncNetworkStream):
         self._socket: socket.socket | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._stream.read(max_bytes, timeout)
+        """As the stream's; while an answer's head is read (:func:`head_started`), at most
+        :data:`HEAD_READ_BYTES` at once and :data:`MAX_ANSWER_HEAD_BYTES` in all.
+
+        Raises:
+            httpcore.RemoteProtocolError: the head went over :data:`MAX_ANSWER_HEAD_BYTES`.
+        """
+        budget = _HEAD_BUDGET.get()
+        if budget is None:
+            return await self._stream.read(max_bytes, timeout)
+        data = await self._stream.read(min(max_bytes, HEAD_READ_BYTES), timeout)
+        budget.left -= len(data)
+        if budget.left < 0:
+            raise httpcore.RemoteProtocolError(
+                f"the answer's head, with its informational answers, went over {MAX_ANSWER_HEAD_BYTES} bytes"
+            )
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         await self._stream.write(buffer, timeout)

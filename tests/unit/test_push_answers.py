@@ -9,7 +9,10 @@ through the real outbound client on the callback allow-list, inside Temporal's
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -151,3 +154,72 @@ async def test_a_callback_origin_off_the_allow_list_is_still_dead_at_once() -> N
         await client.aclose()
     assert (status, forced) == (None, Verdict.DEAD)
     assert error is not None and "not an allowed destination" in error
+
+
+# ---- an answer's head that never ends --------------------------------------------------------
+
+
+class InformationalFlood:
+    """A receiver on 127.0.0.1, served by a thread of its own (so this test's event loop
+    measures only curaflow's side): it reads a request's head, then sends ``102
+    Processing`` heads as fast as the socket takes them, for ever — HTTP lets a server
+    send any number of informational (1xx) answers before its final one."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self.sent = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self._socket.accept()
+                with conn:
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        head += conn.recv(65536)
+                    block = b"HTTP/1.1 102 Processing\r\n\r\n" * 2000
+                    with contextlib.suppress(OSError):
+                        while True:
+                            conn.sendall(block)
+                            self.sent += len(block)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+async def test_endless_informational_answers_hold_neither_the_send_nor_the_event_loop() -> None:
+    # Every 1xx head is parsed and skipped by the transport while it waits for the final
+    # answer: a receiver sending them for ever kept the send for its whole time (20 s
+    # here, 30 s by default) with the worker's event loop starved by the parsing (a tick
+    # of 10 ms came 26 times in 3 s, the loop held up to 350 ms at once), for each of
+    # the event's attempts. A head is bounded in bytes, informational answers included
+    # (outbound.MAX_ANSWER_HEAD_BYTES): past it the answer is a transport error — one
+    # retried attempt, at once.
+    flood = InformationalFlood()
+    activity = pusher()
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticks = asyncio.create_task(ticker())
+    try:
+        began = time.monotonic()
+        sent = await ActivityEnvironment().run(activity._send, claimed(f"http://127.0.0.1:{flood.port}/cb"), TIMEOUT_S)
+        took = time.monotonic() - began
+    finally:
+        ticks.cancel()
+        await activity.deps.client_for("pushes").aclose()
+        flood.close()
+    assert sent.status is None and sent.forced is None and classify_answer(sent.status) == Verdict.RETRY
+    assert sent.error is not None and sent.error.startswith("transport"), sent.error
+    assert took < 2, took
+    assert max(gaps, default=0) < 0.5, max(gaps)
