@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import httpx
 from temporalio import activity
@@ -198,7 +198,7 @@ class PushActivity:
                 settled = DEAD
             if settled == DELIVERED:
                 error = None
-            recorded = await record_push(self.deps.pool, push, settled, http_status=status, error=error)
+            recorded = await _recorded(record_push(self.deps.pool, push, settled, http_status=status, error=error))
             if sent.cut:
                 # The attempt was cancelled after the answer came: recorded, now honoured.
                 log.info("callback.cancelled_after_answer", outcome=settled if recorded else "claim_lost", **fields)
@@ -231,6 +231,24 @@ class PushActivity:
                 type="callback_failed",
                 next_retry_delay=delay,
             )
+
+
+async def _recorded(write: Coroutine[Any, Any, bool]) -> bool:
+    """Await ``write`` (the ledger's record of what a send learnt) to its end, even when the
+    attempt is cancelled meanwhile: the cancel is raised once the write ended. A cancel of
+    the job's end that came while an answer was being recorded cancelled the write (until
+    2026-12-07): the event stayed claimed and pending, and was sent again after its lease
+    although the receiver had answered.
+
+    Raises:
+        asyncio.CancelledError: the attempt was cancelled (after the write ended).
+    """
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})  # bounded by the pool's statement timeouts
+        raise
 
 
 def _failure(err: Exception) -> str:

@@ -170,3 +170,45 @@ async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
     finally:
         await close_deps(deps)
         await party.stop()
+
+
+async def test_a_cancel_that_comes_while_the_answer_is_recorded_never_loses_it(
+    make_stack: StackFactory, tmp_path: Path, ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver answered 200; the cancel of the job's end reaches the attempt while it
+    writes that answer to the ledger. The write is finished before the cancel is
+    honoured: the event is delivered, never left claimed and pending for the sweeper to
+    send again (until 2026-12-07 the write was cancelled with the attempt)."""
+    import activities.push_events as module
+
+    party = await HostileParty(default=Behaviour("ok", status=200, body=b"{}")).start()
+    stack = make_stack(callback_config(tmp_path))
+    deps = await open_deps(stack.settings, None)
+    writing = asyncio.Event()
+    go_on = asyncio.Event()
+    real = module.record_push
+
+    async def slow_record(*args: Any, **kwargs: Any) -> bool:
+        writing.set()
+        await go_on.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "record_push", slow_record)
+    try:
+        job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
+        env = job_env(job_id)
+        env.info = dataclasses.replace(env.info, workflow_run_id="run-1", activity_id="7", attempt=1)
+        attempt = asyncio.create_task(
+            env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))
+        )
+        await asyncio.wait_for(writing.wait(), 30)
+        env.cancel()  # cancels the wait the write is in: delivered however go_on is set
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        rows = await event_pushes.push_states(ledger_pool, job_id)
+        assert [(r["status"], r["last_status"]) for r in rows] == [(event_pushes.DELIVERED, 200)], rows
+    finally:
+        go_on.set()
+        await close_deps(deps)
+        await party.stop()
