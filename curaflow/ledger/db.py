@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
@@ -210,6 +211,24 @@ def is_unavailable(err: BaseException) -> bool:
             return True
         current, seen = current.__cause__, seen + 1
     return False
+
+
+#: How a refused value names its parameter: PostgreSQL in the error's context while
+#: binding it (``… portal parameter $8 = '…'``), asyncpg in its message when it could
+#: not encode it, before anything was sent (``invalid input for query argument $8: …``).
+#: Each is anchored where its text begins (a line of the context, the message), so a
+#: refused value quoted in it never names a parameter.
+_BOUND_PARAMETER = re.compile(r'^(?:unnamed portal|portal "[^"\n]*") parameter \$(\d+)\b', re.MULTILINE)
+_ENCODED_PARAMETER = re.compile(r"^invalid input for query argument \$(\d+)\b")
+
+
+def refused_parameter(err: BaseException) -> int | None:
+    """The number of the statement's parameter whose value was refused (``$N``: 1-based),
+    read from PostgreSQL's context of the error (a value it could not bind) or from
+    asyncpg's message (a value it could not encode: asyncpg 0.32's ``DataError``, its
+    ``InterfaceError`` namesake); None when the error names none."""
+    found = _BOUND_PARAMETER.search(getattr(err, "context", None) or "") or _ENCODED_PARAMETER.match(str(err))
+    return int(found.group(1)) if found else None
 
 
 #: SQLSTATE classes of a value the ledger refuses (:func:`refused_value`): 22 data

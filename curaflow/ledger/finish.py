@@ -71,7 +71,7 @@ from curaflow.domain.verdicts import (
     waits_for_sends,
 )
 from curaflow.ledger.cells import finish_cell
-from curaflow.ledger.db import DB_NOW_MS, refused_value
+from curaflow.ledger.db import DB_NOW_MS, refused_parameter, refused_value
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import load_job, load_job_with
 from curaflow.observability import metrics
@@ -374,7 +374,7 @@ async def _finish(
                 NOTIFY_CHANNEL,
             )
         except Exception as err:
-            if _EVENT_PARAMETER in str(getattr(err, "context", None) or ""):
+            if refused_parameter(err) == _EVENT_PARAMETER:
                 at.value = "event"  # the ledger refused the event's body (its parameter), not the outcome
             raise
         assert written is not None
@@ -398,9 +398,8 @@ _FINISH_SQL = """SELECT o_inserted AS inserted, o_seq AS seq, o_at AS at, o_call
                         o_correlation_id AS correlation_id
                  FROM curaflow_finish_job($1, $2, $3, $4, $5, $6, $7, $8, $9)"""
 
-#: How PostgreSQL names the event's body in the context of a value it refused while
-#: binding :data:`_FINISH_SQL`'s parameters (``… parameter $8 = '…'``).
-_EVENT_PARAMETER = "parameter $8"
+#: The event's body among :data:`_FINISH_SQL`'s parameters (``$8``).
+_EVENT_PARAMETER = 8
 
 
 def hold_caps(settings: Settings) -> HoldCaps:

@@ -228,25 +228,34 @@ async def test_a_value_still_refused_when_degraded_is_a_non_retryable_failure_na
     convergence.NOT_STORED.discard(job_id)  # the conftest closes it
 
 
+@pytest.mark.parametrize(
+    ("note", "sqlstate"),
+    [
+        ("\x00", "22P05"),  # PostgreSQL refuses it binding the parameter
+        ("\ud800", "22000"),  # a lone surrogate: asyncpg cannot encode it, nothing is sent
+    ],
+    ids=["nul-refused-by-postgresql", "lone-surrogate-refused-client-side"],
+)
 async def test_a_terminal_event_the_ledger_refuses_is_named_the_event_not_the_outcome(
-    ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+    ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, note: str, sqlstate: str
 ) -> None:
     # The outcome record and the terminal event are written by one statement
-    # (curaflow_finish_job): a value refused in the event's body is still named the event.
+    # (curaflow_finish_job): a value refused in the event's body is still named the event,
+    # whether PostgreSQL refused it or asyncpg could not encode it.
     job_id, _, _ = await _delivered_and_held(ledger_pool)
     projected = finish.project_job
 
-    def with_nul(record: Any) -> dict[str, Any]:
+    def with_refused(record: Any) -> dict[str, Any]:
         body = projected(record)
-        body["labels"] = {"note": "\x00"}  # jsonb: 22P05, in the event's body only
+        body["labels"] = {"note": note}  # in the event's body only
         return body
 
-    monkeypatch.setattr(finish, "project_job", with_nul)
+    monkeypatch.setattr(finish, "project_job", with_refused)
     before = _degraded("event", "not_stored")
     with pytest.raises(FinishNotStorable) as raised:
         async with ledger_pool.acquire() as conn:
             await finish.finish_job(conn, job_id, cause=FinishCause.DEADLINE)
-    assert (raised.value.job_id, raised.value.value, raised.value.sqlstate) == (job_id, "event", "22P05")
+    assert (raised.value.job_id, raised.value.value, raised.value.sqlstate) == (job_id, "event", sqlstate)
     assert _degraded("event", "not_stored") == before + 1
     outcome = await ledger_pool.fetchval("SELECT count(*) FROM outcomes WHERE job_id = $1", job_id)
     assert outcome == 0  # nothing written
