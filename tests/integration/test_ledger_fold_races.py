@@ -373,3 +373,32 @@ async def test_an_admission_racing_a_cancel_and_receipts_racing_a_cancel(
     await _assert_consistent(ledger_pool, job_id)
     statuses = await ledger_pool.fetch("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
     assert [s["status"] for s in statuses] == ["delivered", "delivered"]
+
+
+async def test_a_receipt_that_waited_for_the_job_lock_sees_the_receipt_it_waited_for(
+    ledger_pool: asyncpg.Pool, database_url: str
+) -> None:
+    """Two routes' receipts of one cell: the first is written and not yet committed when
+    the second calls ``curaflow_record_delivered`` and waits on the job row. Once the
+    first commits, the second must read the cell's intents after the lock (a statement of
+    its own inside the function: READ COMMITTED) — both confirmed, so the cell ends
+    ``submitted``; read with the snapshot it waited under, it would see the first route
+    still ``sending`` and leave the cell open with every route delivered."""
+    job_id, (first, second) = await _sending_job(ledger_pool, 2)
+    racers = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        async with ledger_pool.acquire() as holder:
+            tx = holder.transaction()
+            await tx.start()
+            held = await deliveries.record_delivered(holder, job_id, "demo", first)
+            assert held is not None and str(held.state) != "submitted"  # route b still sending
+            waiting = asyncio.create_task(_receipt(racers, job_id, second))
+            await waiting_for_a_lock(ledger_pool)
+            assert not waiting.done()
+            await tx.commit()
+        cell = await asyncio.wait_for(waiting, 10)
+    finally:
+        await racers.close()
+    assert cell is not None and str(cell.state) == "submitted", cell
+    state = await ledger_pool.fetchval("SELECT state FROM cells WHERE job_id = $1", job_id)
+    assert state == "submitted"
