@@ -96,15 +96,23 @@ async def test_a_download_an_operator_failed_by_hand_reports_the_operators_hand(
     assert "by hand" in error["message"] and "internal error" not in error["message"], error["message"]
 
 
+#: The paused delivery's deadline: past the receiver's answer (3 s after the send arrived,
+#: itself a second or two after the job's start) with room for a busy machine, and all
+#: the test then waits for (20 s until 2026-12-07: ~8 s more of nothing happening).
+PAUSED_DEADLINE_MS = 12_000
+
+
 async def test_a_delivery_an_operator_paused_until_the_deadline_names_the_pause(env: Env) -> None:
     # The receiver answers 503 (no Retry-After) 3 s after it got the send; the operator
     # pauses the step meanwhile. The attempt ends by that answer and the pause holds the
-    # next one; nobody unpauses, and the job's deadline (20 s) passes. The report said
+    # next one; nobody unpauses, and the job's deadline (:data:`PAUSED_DEADLINE_MS`) passes. The report said
     # `expired / execution_timeout`: "The job ran past its deadline; retry with a longer
     # deadline_ms or a narrower query", owner `curaflow` — naming no pause, and a remedy
     # that does not help while the step stays paused.
     env.hook.script["/slow"] = [Reply(503, {"error": "down"}, delay_s=3)]
-    response = await env.http.post("/jobs", json={**env.stack.task(target_id="hook"), "deadline_ms": 20_000})
+    response = await env.http.post(
+        "/jobs", json={**env.stack.task(target_id="hook"), "deadline_ms": PAUSED_DEADLINE_MS}
+    )
     assert response.status_code == 202, response.text
     job_id = str(response.json()["job"]["job_id"])
     await asyncio.wait_for(env.hook.arrived.wait(), 20)
