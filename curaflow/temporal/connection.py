@@ -10,6 +10,8 @@ that held no job (a refused Task, a stale input) never blocks the id.
 from __future__ import annotations
 
 import functools
+import types
+import typing
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -89,12 +91,16 @@ PROCESS_WIDE_PACKAGES = frozenset({"builtins", "typing", "curaflow"})
 
 def process_wide(hint: object) -> bool:
     """Whether a payload's type hint is one object for the whole process, so its
-    ``TypeAdapter`` may be shared by every converter: ``Any`` (an untyped position) or a
-    type of :data:`PROCESS_WIDE_PACKAGES`. A type of a workflow's own module is not: the
+    ``TypeAdapter`` may be shared by every converter: ``Any`` (an untyped position), a
+    type of :data:`PROCESS_WIDE_PACKAGES`, or a union of such types (``finish``'s
+    ``JobState | FinishedElsewhere``: its adapter was built again by every run's converter,
+    ~0.25 ms a job, until 2026-12-07). A type of a workflow's own module is not: the
     sandbox re-imports that module for every run, and a process-wide cache would hold each
     run's copy."""
     if hint is Any:
         return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return all(process_wide(member) for member in typing.get_args(hint))
     module = getattr(hint, "__module__", None) if isinstance(hint, type) else None
     return isinstance(module, str) and module.split(".", 1)[0] in PROCESS_WIDE_PACKAGES
 

@@ -123,3 +123,20 @@ def test_a_new_converter_builds_no_adapter_for_an_untyped_input_again(monkeypatc
         converter.from_payloads([payload(b"json/plain", b"null")], [CellUpdate | None])  # unhashable-safe union
     assert built.count(Any) <= 1
     assert built.count(_OwnModule) == 3  # each converter's own, as the SDK does
+
+
+def test_a_union_of_the_process_types_shares_one_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The finish step's result is read as ``JobState | FinishedElsewhere`` (2026-12-07): a
+    # union is no ``type``, so every run's converter built its adapter again (~0.25 ms a job).
+    # A union whose members are all one object for the whole process is one too.
+    from curaflow.domain.messages import FinishedElsewhere, JobState
+
+    built = _adapters_built(monkeypatch)
+    state = payload(b"json/plain", b'{"job_id": "j1"}')
+    for _ in range(3):
+        [value] = InputPayloadConverter().from_payloads([state], [JobState | FinishedElsewhere])
+        assert type(value) is JobState and value.job_id == "j1"
+        [own] = InputPayloadConverter().from_payloads([payload(b"json/plain", b'{"n": 1}')], [_OwnModule | None])
+        assert own == _OwnModule(n=1)
+    assert built.count(JobState | FinishedElsewhere) <= 1
+    assert built.count(_OwnModule | None) == 3  # a union holding a workflow module's type stays each converter's
