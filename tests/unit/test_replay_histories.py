@@ -163,16 +163,7 @@ def test_histories_of_a_job_input_run_sent_cancel_under_an_ended_jobs_id_are_kep
     after = by_name["job_input_cancel_signal_reporting_core_v3"]
     assert CANCEL_REPORTING_RUN not in patches(before) and CANCEL_REPORTING_RUN in patches(after)
 
-    def published(path: Path) -> set[str]:
-        return {
-            name
-            for event in json.loads(path.read_text())["events"]
-            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
-            .get("searchAttributes", {})
-            .get("indexedFields", {})
-        }
-
-    assert "JobStatus" in published(before) and "JobStatus" not in published(after)
+    assert "JobStatus" in upserted_attributes(before) and "JobStatus" not in upserted_attributes(after)
 
 
 def test_histories_of_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_are_kept() -> None:
@@ -184,16 +175,7 @@ def test_histories_of_a_job_input_run_past_its_deadline_under_an_ended_jobs_id_a
     after = by_name["job_input_past_deadline_reporting_core_v3"]
     assert LATE_REPORTING_RUN not in patches(before) and LATE_REPORTING_RUN in patches(after)
 
-    def published(path: Path) -> set[str]:
-        return {
-            name
-            for event in json.loads(path.read_text())["events"]
-            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
-            .get("searchAttributes", {})
-            .get("indexedFields", {})
-        }
-
-    assert "JobStatus" in published(before) and "JobStatus" not in published(after)
+    assert "JobStatus" in upserted_attributes(before) and "JobStatus" not in upserted_attributes(after)
 
 
 def test_histories_of_a_reset_past_the_first_step_of_an_ended_jobs_run_are_kept() -> None:
@@ -233,17 +215,8 @@ def test_histories_of_a_job_input_reporting_run_started_plainly_before_and_after
     before, after = by_name["job_input_reporting_cancelled_core_v3"], by_name["job_input_reporting_attributes_core_v3"]
     assert REPORTING_RUN_ATTRIBUTES not in patches(before) and REPORTING_RUN_ATTRIBUTES in patches(after)
 
-    def upserted(path: Path) -> set[str]:
-        return {
-            name
-            for event in json.loads(path.read_text())["events"]
-            for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
-            .get("searchAttributes", {})
-            .get("indexedFields", {})
-        }
-
-    assert "JobType" not in upserted(before)
-    assert {"JobType", "TargetIds"} <= upserted(after) and "JobStatus" not in upserted(after)
+    assert "JobType" not in upserted_attributes(before)
+    assert {"JobType", "TargetIds"} <= upserted_attributes(after) and "JobStatus" not in upserted_attributes(after)
 
 
 def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
@@ -275,6 +248,17 @@ def patches(path: Path) -> set[str]:
             payload = event["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"][0]["data"]
             found.add(json.loads(base64.b64decode(payload))["id"])
     return found
+
+
+def upserted_attributes(path: Path) -> set[str]:
+    """The names of the search attributes a history's workflow upserted (set or removed)."""
+    return {
+        name
+        for event in json.loads(path.read_text())["events"]
+        for name in event.get("upsertWorkflowSearchAttributesEventAttributes", {})
+        .get("searchAttributes", {})
+        .get("indexedFields", {})
+    }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
