@@ -622,3 +622,36 @@ async def demo_stack(
         replay.faults.slow_images_s = 0.0
         await stack.stop()
         await replay.stop()
+
+
+def resolving_to(monkeypatch: Any, outbound: Any, address: str) -> list[str]:
+    """Make an outbound client's guarded transport (:class:`curaflow.outbound.Outbound`)
+    resolve every host to ``address`` and refuse every connection it would open; returns the
+    hosts a connection was asked for (the guard must ask none for an address it refuses).
+
+    Args:
+        monkeypatch: the test's ``pytest.MonkeyPatch`` (undone after the test).
+        outbound: the :class:`~curaflow.outbound.Outbound` under test.
+        address: an IPv4 or IPv6 literal every lookup answers.
+    """
+    import socket
+
+    import httpcore
+
+    from curaflow.outbound.transport import GuardedBackend
+
+    backend = outbound.http._transport._pool._network_backend
+    assert isinstance(backend, GuardedBackend)
+    connects: list[str] = []
+
+    async def lookup(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (address, port, 0, 0) if ":" in address else (address, port))]
+
+    async def connect_tcp(host: str, port: int, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        connects.append(host)
+        raise httpcore.ConnectError("stub: no network in this test")
+
+    monkeypatch.setattr(backend.resolver, "lookup", lookup)
+    monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
+    return connects

@@ -17,7 +17,6 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-import httpcore
 import pytest
 from pydantic import SecretStr
 from temporalio.testing import ActivityEnvironment
@@ -27,9 +26,8 @@ from curaflow.jobs.pushes import Verdict, classify_answer
 from curaflow.ledger.event_pushes import ClaimedPush
 from curaflow.outbound import Outbound
 from curaflow.outbound.destinations import data, parse_networks
-from curaflow.outbound.transport import GuardedBackend
 from tests.fakes.hostile import Behaviour, HostileParty
-from tests.support import eventually, whsec
+from tests.support import eventually, resolving_to, whsec
 
 #: The push's whole time in these tests (seconds): far longer than a bounded look at a body.
 TIMEOUT_S = 20.0
@@ -117,20 +115,7 @@ async def test_a_callback_host_resolving_to_an_address_never_connected_costs_one
     # send that reached no one (until 2026-12-07 it was dead at once, the consumer's event
     # lost for good on the word of a lookup).
     activity, client = pusher_to(["hooks.example"])
-    backend = client.http._transport._pool._network_backend  # type: ignore[attr-defined]
-    assert isinstance(backend, GuardedBackend)
-    connects: list[str] = []
-
-    async def lookup(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        return [(family, socket.SOCK_STREAM, 6, "", (address, port, 0, 0) if ":" in address else (address, port))]
-
-    async def connect_tcp(host: str, port: int, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        connects.append(host)
-        raise httpcore.ConnectError("stub: no network in this test")
-
-    monkeypatch.setattr(backend.resolver, "lookup", lookup)
-    monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
+    connects = resolving_to(monkeypatch, client, address)
     try:
         sent = await ActivityEnvironment().run(activity._send, claimed("http://hooks.example/cb"), TIMEOUT_S)
         status, error, forced = sent.status, sent.error, sent.forced

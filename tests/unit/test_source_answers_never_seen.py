@@ -364,29 +364,12 @@ async def test_an_image_host_resolving_to_an_address_never_connected_is_no_answe
     for ``unusable_url`` — "what the source answered", held back: the cell moved on through
     every candidate, holding each, and the job ended ``source_unusable``, blaming Pixiv's
     answers. The work's URL is Pixiv's own; the network answered: a retried download."""
-    import socket
-
-    import httpcore
-
     from curaflow.outbound import Outbound
-    from curaflow.outbound.transport import GuardedBackend
     from curaflow.sources.pixiv.client import image_destinations
+    from tests.support import resolving_to
 
     images = Outbound(image_destinations(None))
-    backend = images.http._transport._pool._network_backend  # type: ignore[attr-defined]
-    assert isinstance(backend, GuardedBackend)
-    connects: list[str] = []
-
-    async def lookup(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        return [(family, socket.SOCK_STREAM, 6, "", (address, port, 0, 0) if ":" in address else (address, port))]
-
-    async def connect_tcp(host: str, port: int, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        connects.append(host)
-        raise httpcore.ConnectError("stub: no network in this test")
-
-    monkeypatch.setattr(backend.resolver, "lookup", lookup)
-    monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
+    connects = resolving_to(monkeypatch, images, address)
     pixiv = PixivClient(
         httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=TOKEN))),
         images=images,
