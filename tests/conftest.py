@@ -305,6 +305,11 @@ LONGEST_FIRST = (
 
 
 from tests.scheduling import pytest_xdist_make_scheduler  # noqa: E402,F401 - the hook, registered here
+from tests.timeouts import (  # noqa: E402,F401 - the hooks, registered here
+    pytest_runtest_teardown,
+    pytest_timeout_cancel_timer,
+    pytest_timeout_set_timer,
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

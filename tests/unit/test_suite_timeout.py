@@ -5,12 +5,15 @@ The suite's ``timeout`` (``pyproject.toml``, pytest-timeout) fired by SIGALRM ra
 worker's shutdown behind a stuck activity, an event never set) hung the whole run — CI
 printed the ``F`` and nothing more until its own 5 400 s limit (2026-12-06). The suite's
 method is a timer thread that ends the process: under ``pytest -n`` the hung test is
-reported as its worker's crash, named, and xdist goes on with a new worker.
+reported as its worker's crash, named, and xdist goes on with a new worker. pytest-timeout
+cancels that timer once a test has failed (``pytest_exception_interact``, for pdb): the
+suite's ``tests/timeouts.py`` arms it again over the failed test's teardown (2026-12-07).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +107,53 @@ def test_a_run_whose_process_a_hung_test_ended_runs_every_other_test_and_ends(tm
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed, 12 passed" in run.stdout, run.stdout
     assert "test_c.py::test_hang" in run.stdout, run.stdout
+
+
+FAILS_THEN_HANGS_IN_TEARDOWN = """
+import asyncio
+
+import pytest
+
+
+@pytest.fixture
+async def stuck():
+    yield
+    await asyncio.Event().wait()  # a teardown that never ends (a worker's shutdown behind a stuck run)
+
+
+async def test_failed_then_hung_in_teardown(stuck):
+    assert False, "the test's own wait ran out"
+"""
+
+
+def test_a_test_that_failed_and_then_hung_in_its_teardown_fails_the_run_instead_of_hanging_it(
+    tmp_path: Path,
+) -> None:
+    # pytest-timeout cancels its timer in pytest_exception_interact (meant for pdb's
+    # post-mortem): a test that failed in its call left its teardown with no timer, and a
+    # teardown that waited for ever (test_job_size's worker shutdown behind a run its
+    # eviction could not end) hung the run — past the 300 s, the process never ended.
+    (tmp_path / "test_hung.py").write_text(FAILS_THEN_HANGS_IN_TEARDOWN)
+    (tmp_path / "conftest.py").write_text(
+        "from tests.timeouts import pytest_runtest_teardown, pytest_timeout_cancel_timer, pytest_timeout_set_timer\n"
+    )
+    config = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), "-p", "no:cacheprovider"]
+    config += [flag for plugin in UNRELATED_PLUGINS for flag in ("-p", f"no:{plugin}")]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *config, "-n", "1", "--timeout", "2", "-q", str(tmp_path / "test_hung.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,  # its xdist process with it: a hung run is ended whole
+    )
+    try:
+        stdout, stderr = run.communicate(timeout=45)  # before: the run never ended (TimeoutExpired)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode != 0, stdout
+    assert "test_hung.py::test_failed_then_hung_in_teardown" in stdout, stdout + stderr
+    assert "crashed" in stdout, stdout
