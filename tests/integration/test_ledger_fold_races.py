@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import asyncpg
 import pytest
@@ -137,6 +138,14 @@ async def _finish(pool: asyncpg.Pool, job_id: str, cause: str):  # type: ignore[
         return await finish_job(conn, job_id, cause=cause)
 
 
+async def _terminated_mid_call(pool: asyncpg.Pool, pid: int, task: asyncio.Task[Any]) -> None:
+    """Terminate backend ``pid`` (the one ``task``'s call runs on, waiting) and see the call
+    end with its connection gone."""
+    assert await pool.fetchval("SELECT pg_terminate_backend($1)", pid)
+    with pytest.raises((asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError)):
+        await asyncio.wait_for(task, 10)
+
+
 async def _assert_consistent(pool: asyncpg.Pool, job_id: str) -> None:
     """The event stream is gap-free from 1 with one terminal event, last; the outcome
     record's status is the job row's and its cells' verdict is the cell the ledger holds."""
@@ -221,11 +230,7 @@ async def test_a_receipt_killed_waiting_mid_call_writes_nothing_and_a_retry_conv
                 pid,
             )
             assert held == 1
-            assert await ledger_pool.fetchval("SELECT pg_terminate_backend($1)", pid)
-            with pytest.raises(
-                (asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError)
-            ):
-                await asyncio.wait_for(task, 10)
+            await _terminated_mid_call(ledger_pool, pid, task)
             await tx.rollback()
     finally:
         await receiver_pool.release(receiver)
@@ -266,11 +271,7 @@ async def test_a_finish_killed_waiting_mid_call_writes_nothing_and_a_retry_conve
             )
             task = asyncio.create_task(finish_job(finisher, job_id, cause="completed"))
             await waiting_for_a_lock(ledger_pool)
-            assert await ledger_pool.fetchval("SELECT pg_terminate_backend($1)", pid)
-            with pytest.raises(
-                (asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError)
-            ):
-                await asyncio.wait_for(task, 10)
+            await _terminated_mid_call(ledger_pool, pid, task)
             await tx.rollback()
     finally:
         await finisher_pool.release(finisher)
@@ -313,11 +314,7 @@ async def test_an_admission_killed_mid_call_leaves_no_job_and_its_replay_creates
             try:
                 task = asyncio.create_task(insert_job(admitter, new))
                 await waiting_for_a_lock(ledger_pool)
-                assert await ledger_pool.fetchval("SELECT pg_terminate_backend($1)", pid)
-                with pytest.raises(
-                    (asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError)
-                ):
-                    await asyncio.wait_for(task, 10)
+                await _terminated_mid_call(ledger_pool, pid, task)
             finally:
                 await holder.execute("SELECT pg_advisory_unlock($1)", lock)
     finally:

@@ -129,11 +129,19 @@ def callback_config(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-async def run_attempt(deps: ActivityDeps, job_id: str, run_id: str, policy: CallbackPolicy) -> PushReport:
-    """Attempt 1 of the job's ``push_events`` scheduled as activity ``7`` of run ``run_id``."""
+def attempt_env(job_id: str, run_id: str) -> Any:
+    """The activity environment of attempt 1 of the job's ``push_events``, scheduled as
+    activity ``7`` of run ``run_id``."""
     env = job_env(job_id)
     env.info = dataclasses.replace(env.info, workflow_run_id=run_id, activity_id="7", attempt=1)
-    return await env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy))
+    return env
+
+
+async def run_attempt(deps: ActivityDeps, job_id: str, run_id: str, policy: CallbackPolicy) -> PushReport:
+    """Attempt 1 of the job's ``push_events`` scheduled as activity ``7`` of run ``run_id``."""
+    return await attempt_env(job_id, run_id).run(
+        PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy)
+    )
 
 
 async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
@@ -152,8 +160,7 @@ async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
     deps = await open_deps(stack.settings, None)
     try:
         job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
-        env = job_env(job_id)
-        env.info = dataclasses.replace(env.info, workflow_run_id="run-1", activity_id="7", attempt=1)
+        env = attempt_env(job_id, "run-1")
         attempt = asyncio.create_task(
             env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))
         )
@@ -196,8 +203,7 @@ async def test_a_cancel_that_comes_while_the_answer_is_recorded_never_loses_it(
     monkeypatch.setattr(module, "record_push", slow_record)
     try:
         job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
-        env = job_env(job_id)
-        env.info = dataclasses.replace(env.info, workflow_run_id="run-1", activity_id="7", attempt=1)
+        env = attempt_env(job_id, "run-1")
         attempt = asyncio.create_task(
             env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))
         )
