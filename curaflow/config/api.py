@@ -29,7 +29,8 @@ class ApiSettings(Section):
         callback_timeout_ms: total time of one callback POST (connect, send, answer).
         callback_max_attempts: sends of one event before it is dead-lettered (1..8).
         callback_retry_initial_interval_ms / callback_retry_max_interval_ms: backoff of
-            the ``push_events`` activity's retries (doubling, capped).
+            the ``push_events`` activity's retries (doubling, capped; the first above the
+            second is refused at load: :data:`curaflow.config.checks.ORDERED_SETTINGS`).
         port: the API's TCP port, 1 … 65535.
         max_body_bytes: largest accepted request body (413 beyond); at least
             :data:`MIN_BODY_BYTES`.

@@ -1,22 +1,31 @@
 """Validation across sections: the rules no single section can check on its own (names that
 must be unique or well-formed, targets and schedules naming what exists, no example secret,
-every duration one its parts can honour)."""
+every duration one its parts can honour, every pair of bounds in order)."""
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, SecretStr
 
+from curaflow.config.api import ApiSettings
 from curaflow.config.base import ID_PATTERN
+from curaflow.config.database import DatabaseSettings
+from curaflow.config.delivery import DeliverySettings
 from curaflow.config.observability import MAX_LEDGER_GAUGES_INTERVAL_MS
 from curaflow.config.schedules import ScheduleConfig
+from curaflow.config.supervision import SupervisionSettings
 from curaflow.config.targets import TargetConfig
 from curaflow.domain.execution import MAX_HEARTBEAT_INTERVAL_MS, MAX_JOB_SENDS, MAX_JOB_TARGETS
+from curaflow.domain.messages import TargetFilters
 from curaflow.domain.text import setting_text_problem
+from curaflow.outbound.settings import OutboundSettings
 from curaflow.protocol.models import MAX_DEADLINE_MS
+from curaflow.sources.base import SourceConfig
+from curaflow.sources.pixiv.config import PixivSettings
 
 #: How every secret of the env example begins (``deploy/curaflow.env.example``): a process
 #: refuses to start with one, so a copied example never runs as a production secret.
@@ -53,6 +62,110 @@ OWN_CEILINGS: dict[str, tuple[int, str]] = {
     ),
 }
 
+
+@dataclass(frozen=True)
+class OrderedPair:
+    """Two settings of one model where the first must not exceed the second.
+
+    Attributes:
+        model: the model holding both (a section, a target's filters, or the base of every
+            ``[sources]`` kind: each instance of it is checked, wherever it is in the settings).
+        lower / upper: the two fields' names.
+        why: what the pair means and what an inverted one did (the rule's source).
+    """
+
+    model: type[BaseModel]
+    lower: str
+    upper: str
+    why: str
+
+
+#: Every pair of settings one bound of which must not exceed the other — a start and its
+#: cap, a least and a most, a part and its whole, a first day and a last — refused inverted
+#: at load by :func:`check_ordered`. Each loaded inverted until 2026-12-07 (the pool sizes
+#: until 2026-12-06) and ran as something else than it said. A route kind orders its own
+#: fields in its model (Discord's ``max_file_bytes`` ≤ ``max_message_bytes``). Pairs that
+#: only look alike are independent and not here: ``supervision.fatal_after_ms`` and the
+#: backoff (a deadline from the first failure, not a step of it); the ``database.*_timeout_ms``
+#: among themselves (the connect timeout also bounds the pool's first connections, where no
+#: acquire waits) and ``api.ledger_timeout_ms`` (the API's cap of them, on purpose);
+#: ``outbound.page_max_bytes`` and ``download_max_bytes`` (two kinds of answer);
+#: ``pixiv.source_standby_poll_ms`` and ``source_lease_ms`` (the renewal is
+#: ``min(poll, lease / 4)`` whatever they are); a target's ``min_bookmarks`` and
+#: ``max_page_count``; a Telegram route's ``document_max_bytes`` and ``max_request_bytes``
+#: (Telegram's limit and the Bot API server's, each lowered on its own; a page over the
+#: request is refused naming it).
+ORDERED_SETTINGS: tuple[OrderedPair, ...] = (
+    OrderedPair(
+        SupervisionSettings,
+        "initial_backoff_ms",
+        "max_backoff_ms",
+        "a failed background loop restarts after a backoff doubling from the first up to the second; "
+        "inverted, every restart waited the second",
+    ),
+    OrderedPair(
+        DeliverySettings,
+        "retry_initial_interval_ms",
+        "retry_max_interval_ms",
+        "every step's Temporal retry policy backs off from the first up to the second, and Temporal refuses "
+        "a maximum interval below the initial one: inverted, no step of any job could be scheduled",
+    ),
+    OrderedPair(
+        ApiSettings,
+        "callback_retry_initial_interval_ms",
+        "callback_retry_max_interval_ms",
+        "a push's retries back off from the first up to the second; inverted, every retry waited the first "
+        "while the push's bounded wait reckoned with the second",
+    ),
+    OrderedPair(
+        PixivSettings,
+        "rate_limit_base_ms",
+        "rate_limit_cap_ms",
+        "an account's rate-limit cooldown doubles from the first up to the second; inverted, every cooldown "
+        "was the second",
+    ),
+    OrderedPair(
+        PixivSettings,
+        "unrecognised_hold_ms",
+        "unavailable_ttl_ms",
+        "an answer not recognised as the work's never holds it longer than one that is "
+        "(SourcePolicy.memory_ms); inverted, it was held for the second only",
+    ),
+    OrderedPair(
+        SourceConfig,
+        "rate_limit_base_ms",
+        "rate_limit_cap_ms",
+        "the source's rate-limit cooldown doubles from the first up to the second; inverted, every cooldown "
+        "was the second",
+    ),
+    OrderedPair(
+        SourceConfig,
+        "unrecognised_hold_ms",
+        "unavailable_ttl_ms",
+        "an answer not recognised as the work's never holds it longer than one that is "
+        "(SourcePolicy.memory_ms); inverted, it was held for the second only",
+    ),
+    OrderedPair(
+        DatabaseSettings,
+        "pool_min_size",
+        "pool_max_size",
+        "asyncpg's pool keeps at least the first and at most the second connections; inverted, it refused to start",
+    ),
+    OrderedPair(
+        OutboundSettings,
+        "image_max_pixels",
+        "decode_max_pixels",
+        "a frame's pixels count toward its decode's; inverted, a frame over the second was refused whatever "
+        "the first allowed",
+    ),
+    OrderedPair(
+        TargetFilters,
+        "start_date",
+        "end_date",
+        "a work is kept when its day is from the first to the second (curaflow.sources.filters, compared as "
+        "written); inverted, every work with a day was filtered out, every job of the target found nothing",
+    ),
+)
 
 #: The longest Pixiv account name, in bytes of UTF-8 (85 CJK characters, 255 ASCII ones). A
 #: name is part of its source task queue (``<task_queue>-source-<name>``), which keys the
@@ -280,6 +393,49 @@ def check_durations(settings: BaseModel) -> None:
         f"{name} is {value}: at most {ceiling} ({why})"
         for name, value, ceiling, why in _durations(settings, "")
         if value > ceiling
+    ]
+    if found:
+        raise ValueError("; ".join(found))
+
+
+def _models(value: Any, name: str) -> Iterator[tuple[str, BaseModel]]:
+    """``(dotted name, model)`` of ``value`` if it is a model, and of every model it holds
+    (sections, routes, sources, accounts, targets, schedules)."""
+    if isinstance(value, BaseModel):
+        yield name, value
+        for key in type(value).model_fields:
+            yield from _models(getattr(value, key), f"{name}.{key}" if name else key)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _models(item, f"{name}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _models(item, f"{name}[{index}]")
+
+
+def check_ordered(settings: BaseModel) -> None:
+    """Refuse every pair of :data:`ORDERED_SETTINGS` given inverted — in its section, or in
+    every ``[sources]`` instance whatever its kind —, naming both settings and their values
+    (``supervision.initial_backoff_ms (60000) must not exceed supervision.max_backoff_ms
+    (1000): …``). Equal bounds are in order. A pair is judged as the process would run it:
+    one setting given, the other its default; a pair with a bound unset (None: no bound) is
+    in order.
+
+    Args:
+        settings: the loaded settings (any model: the walk reads its fields).
+
+    Raises:
+        ValueError: naming every inverted pair.
+    """
+    found = [
+        f"{prefix}{pair.lower} ({low!r}) must not exceed {prefix}{pair.upper} ({high!r}): {pair.why}"
+        for name, model in _models(settings, "")
+        for pair in ORDERED_SETTINGS
+        if isinstance(model, pair.model)
+        for prefix in [f"{name}." if name else ""]
+        if (low := getattr(model, pair.lower)) is not None
+        and (high := getattr(model, pair.upper)) is not None
+        and low > high
     ]
     if found:
         raise ValueError("; ".join(found))

@@ -23,6 +23,10 @@ class DeliverySettings(Section):
     a route's refusals cost (:mod:`curaflow.ledger.route_gates`).
 
     Attributes:
+        retry_initial_interval_ms / retry_max_interval_ms: backoff of every step's
+            Temporal retry policy (doubling, capped). Temporal refuses a policy whose
+            maximum interval is below its initial one, so the first above the second is
+            refused at load (:data:`curaflow.config.checks.ORDERED_SETTINGS`).
         max_connections: connection pool size of each route's HTTP client (and of the
             callback pushes'); every route has its own pool, apart from the source's.
         refusal_streak: different works a route may refuse in a row with the same

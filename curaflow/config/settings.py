@@ -21,7 +21,13 @@ from pydantic_settings import (
 
 from curaflow.config.api import ApiSettings
 from curaflow.config.budgets import SOURCE_HEARTBEAT_FLOOR_MS, BudgetSettings
-from curaflow.config.checks import check_durations, check_references, check_text, refuse_example_secrets
+from curaflow.config.checks import (
+    check_durations,
+    check_ordered,
+    check_references,
+    check_text,
+    refuse_example_secrets,
+)
 from curaflow.config.database import DatabaseSettings
 from curaflow.config.delivery import DeliverySettings
 from curaflow.config.environment import ConventionalEnv, CuraflowEnv, secret_files
@@ -185,6 +191,7 @@ class Settings(BaseSettings):
     def _check_references(self) -> Settings:
         check_references(self)
         check_durations(self)
+        check_ordered(self)
         self.state_dir = self.state_dir.expanduser().resolve()
         if self.artifacts_dir is None:
             self.artifacts_dir = self.state_dir / "artifacts"

@@ -12,7 +12,8 @@ class SupervisionSettings(Section):
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that
-            doubles from the first to the second.
+            doubles from the first to the second (the first above the second is refused at
+            load: :data:`curaflow.config.checks.ORDERED_SETTINGS`).
         fatal_after_ms: a loop that has not recovered for this long fails the process,
             which exits with status 3 so its supervisor restarts it.
     """

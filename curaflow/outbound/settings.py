@@ -29,8 +29,10 @@ class OutboundSettings(BaseModel):
         download_timeout_ms: total time of one image page (connect, send, whole body).
         image_max_pixels: largest frame decoded (pixels held at once; ~4 bytes each while
             the check runs); a page or an animation frame over it makes the work
-            unavailable. The only bound on a frame's size: Pillow's own decompression-bomb
-            limit is switched off while curaflow decodes, so no upper bound applies
+            unavailable. At most ``decode_max_pixels`` (a frame counts toward its decode;
+            refused at load above it: ``curaflow.config.checks.ORDERED_SETTINGS``). With
+            it, the only bound on a frame's size: Pillow's own decompression-bomb limit is
+            switched off while curaflow decodes
             (:func:`curaflow.sources.decoding.pillow_defers`).
         decode_max_pixels: pixels one decode may decode, summed over every frame (an
             animated GIF / APNG / WebP frame counts its whole canvas; an ugoira's frames

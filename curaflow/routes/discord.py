@@ -133,7 +133,10 @@ class DiscordRouteConfig(RouteSettings):
     @model_validator(mode="after")
     def _file_fits_a_request(self) -> DiscordRouteConfig:
         if self.max_file_bytes > self.max_message_bytes:
-            raise ValueError("max_file_bytes must not exceed max_message_bytes (a file travels in one request)")
+            raise ValueError(
+                f"max_file_bytes ({self.max_file_bytes}) must not exceed max_message_bytes "
+                f"({self.max_message_bytes}): a file travels in one request"
+            )
         return self
 
     def destinations(self) -> Destinations:

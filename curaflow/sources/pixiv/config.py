@@ -74,13 +74,15 @@ class PixivSettings(_Section):
         unavailable_ttl_ms: how long a work found unavailable when fetched (a detail
             answering the app-api's own 404 — also asked, and then only, when an image
             answers 404/410 —, a page over the decode budget …) is skipped by later jobs
-            of the account without being requested (default 7 days; 0 forgets at once).
+            of the account without being requested (default 7 days; 0 forgets at once,
+            with ``unrecognised_hold_ms`` 0).
         unrecognised_hold_ms: how long a work is held back instead when the answer says
             nothing positive about it — the image host answering 403 (what it answers a
             request it refuses), or 404/410 for a work its detail does not say is gone
             (a misconfigured ``image_url`` mirror, a CDN in a deploy), a page that is
             no image (an HTML or JSON answer): the same answer would come for every work
-            while it lasts (default 1 h, at most ``unavailable_ttl_ms``).
+            while it lasts (default 1 h; above ``unavailable_ttl_ms`` refused at load:
+            :data:`curaflow.config.checks.ORDERED_SETTINGS`).
     """
 
     refresh_token: SecretStr | None = None
