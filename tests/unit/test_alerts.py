@@ -911,6 +911,51 @@ def test_every_rule_names_only_metrics_curaflow_exports() -> None:
         assert "$value" not in json.dumps(rule.get("annotations", {}))
 
 
+def kinds_said(text: str, kinds: set[str]) -> set[str]:
+    """The source kinds ``text`` says something happened at: a kind's name as a word, once
+    what only names a case is set aside — a setting (``pixiv.min_interval_ms``), a variable
+    (``PIXIV_REFRESH_TOKEN``), a command (``curaflow pixiv login``), a case named as one
+    ("for a Pixiv account")."""
+    said: set[str] = set()
+    for kind in kinds:
+        word = re.escape(kind)
+        rest = re.sub(rf"\b{word}\.[\w.<>-]+|\b{word.upper()}_[A-Z_]+\b|\bcuraflow {word} \w+", " ", text)
+        rest = re.sub(rf"\bfor an? {word} account\b", " ", rest, flags=re.IGNORECASE)
+        if re.search(rf"\b{word}\b", rest, flags=re.IGNORECASE):
+            said.add(kind)
+    return said
+
+
+def test_no_alert_says_a_source_kind_its_expression_does_not_select() -> None:
+    """A report never says more than what happened: an account of any source kind (a Pixiv
+    account, a ``[sources]`` instance) pages the source alerts, and no series they read
+    carries the kind (``curaflow_source_*{account}``, ``curaflow_cells_failed_last_seconds{reason}``),
+    so an annotation names a kind only where its expression selects it. Until 2026-12-07
+    ``CuraflowSourceAccessRefused`` said "Pixiv refused the account" and
+    ``CuraflowSourceCoolingDown`` "Pixiv account … is rate limited" of any source's account."""
+    from curaflow.sources.registry import kinds
+
+    known = set(kinds())
+    assert "pixiv" in known  # the built-in kind: the test reads the registry, not a list
+    wrong = {
+        (rule["alert"], key, kind)
+        for rule in rules()
+        for key, text in rule.get("annotations", {}).items()
+        for kind in kinds_said(text, known)
+        if not re.search(rf'=~?"[^"]*\b{re.escape(kind)}\b', rule["expr"])
+    }
+    assert wrong == set()
+
+
+def test_kinds_said_tells_a_statement_from_a_case() -> None:
+    known = {"pixiv"}
+    assert kinds_said("Pixiv refused the account", known) == {"pixiv"}
+    assert kinds_said("Pixiv account x is rate limited", known) == {"pixiv"}
+    assert kinds_said("an id not of Pixiv's shape", known) == {"pixiv"}
+    assert kinds_said("lower its min_interval_ms (pixiv.min_interval_ms for a Pixiv account)", known) == set()
+    assert kinds_said("set PIXIV_REFRESH_TOKEN or run curaflow pixiv login", known) == set()
+
+
 def test_every_counter_alert_is_tried_under_missed_scrapes_and_restarts() -> None:
     """An alert on a counter (a ``_total`` series) is one of :data:`COUNTER_ALERTS` and
     :data:`FIRST_FAILURE`, so its expression meets the missed-scrape, outage and restart
