@@ -7,12 +7,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import mmap
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar, cast
+from typing import BinaryIO, cast
 
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
@@ -23,16 +20,18 @@ from curaflow.sources.decoding import (
     DecodeBudget,
     DecodeMeter,
     OverBudget,
+    coding_not_decoded,
     gif_framed,
     gif_layout,
-    jpeg_coding_not_decoded,
     jpeg_framed,
     machine_cause,
     metered_open,
     opening_layout,
+    png_coding_not_decoded,
     png_framed,
     png_libpng_refuses,
     png_without_bad_ancillary,
+    viewed,
 )
 from curaflow.sources.decoding import signed_format as signed_head
 from curaflow.sources.errors import UnavailableKind
@@ -43,7 +42,6 @@ from curaflow.sources.errors import UnavailableKind
 IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "MPO": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
 #: The formats Pillow decodes with libjpeg, at 1/8 scale through ``draft``.
 JPEG_FORMATS = frozenset({"JPEG", "MPO"})
-T = TypeVar("T")
 #: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
 #: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
 IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
@@ -62,8 +60,9 @@ class Refused:
             its pixels or frames, a whole image that does not decode), stated where it is
             seen; False (the default) for a decode over its CPU time (this machine's
             measure: :attr:`~curaflow.sources.decoding.OverBudget.recognised`), for a
-            whole JPEG of a coding the decoder does not implement
-            (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`, 2026-12-07) and for
+            whole image of a coding the decoder does not implement — a JPEG's frame
+            header, a PNG's critical chunk libpng does not know
+            (:func:`~curaflow.sources.decoding.coding_not_decoded`, 2026-12-07) — and for
             bytes that are no image Pillow
             verifies — an HTML or JSON page, a format not known here — which an image
             host or a proxy may answer for any work while it lasts
@@ -134,32 +133,13 @@ def decoded_pixels(image: Image.Image, path: Path) -> int:
     return w * h
 
 
-#: Files smaller than this are read whole rather than mapped (a map costs ~10 µs more).
-_MAP_MIN_BYTES = 256 * 1024
-
-
-def _mapped(file: Path | BinaryIO, read: Callable[[memoryview], T], empty: T) -> T:
-    """``read`` of the bytes of ``file`` (a path, or a file open for reading): mapped, not
-    copied, or read whole under :data:`_MAP_MIN_BYTES`; ``empty`` for an empty file."""
-    with open(file, "rb") if isinstance(file, Path) else contextlib.nullcontext(file) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return empty
-        if size < _MAP_MIN_BYTES:
-            fh.seek(0)
-            with memoryview(fh.read()) as view:
-                return read(view)
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            return read(view)
-
-
 def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
     """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
     (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
     bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1 (an
     MPO too: its first picture is the one decoded)."""
     if image.format == "GIF":
-        return _mapped(path, lambda view: gif_layout(view, meter.budget.max_frames, meter)[0], 0)
+        return viewed(path, lambda view: gif_layout(view, meter.budget.max_frames, meter)[0], 0)
     if image.format == "MPO":
         return 1  # its first picture (_load_frames)
     return max(1, int(getattr(image, "n_frames", 1)))
@@ -196,11 +176,11 @@ def whole_by_framing(path: Path, fmt: str, meter: DecodeMeter | None = None) -> 
             were walked.
     """
     if fmt == "GIF":
-        return _mapped(path, lambda view: gif_framed(view, meter), False)
+        return viewed(path, lambda view: gif_framed(view, meter), False)
     check = meter.check if meter is not None else None
-    if fmt == "PNG" and not _mapped(path, lambda view: png_framed(view, check), False):
+    if fmt == "PNG" and not viewed(path, lambda view: png_framed(view, check), False):
         return False  # its IEND is a chunk's contents (a PNG it carries), or none
-    if fmt in JPEG_FORMATS and not _mapped(path, lambda view: jpeg_framed(view, check), False):
+    if fmt in JPEG_FORMATS and not viewed(path, lambda view: jpeg_framed(view, check), False):
         return False  # its EOI is a segment's contents (an EXIF thumbnail's), or none
     size = path.stat().st_size
     with open(path, "rb") as fh:
@@ -217,13 +197,6 @@ def whole_by_framing(path: Path, fmt: str, meter: DecodeMeter | None = None) -> 
     if ending is None:
         return False
     return (tail.rstrip(b"\x00") if fmt in JPEG_FORMATS else tail).endswith(ending)
-
-
-def _coding_not_decoded(path: Path) -> bool:
-    """Whether the JPEG at ``path`` declares a coding the decoder does not implement
-    (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`)."""
-    with open(path, "rb") as fh:
-        return jpeg_coding_not_decoded(fh)
 
 
 @dataclass(frozen=True)
@@ -296,7 +269,10 @@ def check_image(
         a GIF's or WebP's canvas read from its bytes before Pillow opens it — or at the
         frame that crossed it), or the file is whole by its framing and does not decode
         (``undecodable``; a PNG too whose CRCs are right but whose structure libpng
-        refuses: :func:`~curaflow.sources.decoding.png_libpng_refuses`); a ``str`` when the image
+        refuses: :func:`~curaflow.sources.decoding.png_libpng_refuses` — recognised as the
+        work's, but for a coding the decoder does not implement, a PNG's critical chunk
+        libpng does not know too, decoded by Pillow or not:
+        :func:`~curaflow.sources.decoding.coding_not_decoded`); a ``str`` when the image
         is broken or short and not whole by its framing (another download may succeed).
         A file Pillow refuses as it opens it is judged by the format its first bytes sign
         (:func:`signed_format`) the same way; only bytes signing none of them are
@@ -315,10 +291,11 @@ def check_image(
     open, each charged to the meter before it is decoded; a JPEG, whose ``verify()``
     checks nothing, is decoded from its first open. A PNG refused only for wrong CRCs on
     ancillary chunks (which libpng, and so a browser, drops with a warning) is checked
-    again without them (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`);
-    the page itself is left as it came. Pillow's own size guard and warnings defer to the
-    budget (:func:`~curaflow.sources.decoding.pillow_defers`): the verdict is the same
-    whatever the warning filters. Blocking: call it in a thread.
+    again without them (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`), as
+    a page is (what libpng refuses in it too); the page itself is left as it came.
+    Pillow's own size guard and warnings defer to the budget
+    (:func:`~curaflow.sources.decoding.pillow_defers`): the verdict is the same whatever
+    the warning filters. Blocking: call it in a thread.
     """
     if meter is None:
         budget = budget or DecodeBudget()
@@ -336,6 +313,31 @@ def check_image(
     if repaired is None:
         return checked
     return _check(io.BytesIO(repaired), path, meter)
+
+
+def _png_shown(view: memoryview, meter: DecodeMeter) -> Refused | None:
+    """None when libpng, and so a browser, shows the PNG Pillow verified in ``view``; else
+    its refusal: ``undecodable`` recognised for a structure or an ``IHDR`` libpng refuses
+    whatever chunks it knows (:func:`~curaflow.sources.decoding.png_libpng_refuses`), not
+    recognised for a critical chunk libpng does not know, which Pillow skipped
+    (:func:`~curaflow.sources.decoding.png_coding_not_decoded`, the PNG part of
+    :func:`~curaflow.sources.decoding.coding_not_decoded`; 2026-12-07). One read of the
+    file, two walks of its chunks by their lengths (~1 µs each for a page of a few chunks)."""
+    refused = png_libpng_refuses(view, meter.check)
+    if refused is not None:
+        return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
+    if png_coding_not_decoded(view, meter.check):
+        why = "whole PNG with a critical chunk libpng does not know (the decoder's lack, not the file's)"
+        return Refused(why, UnavailableKind.UNDECODABLE, recognised=False)
+    return None
+
+
+def _coding_not_decoded(source: Path | io.BytesIO, meter: DecodeMeter) -> bool:
+    """Whether the bytes of ``source`` (a page's file, or a copy of them) declare a coding
+    the decoder does not implement
+    (:func:`~curaflow.sources.decoding.coding_not_decoded`, the owner)."""
+    with open(source, "rb") if isinstance(source, Path) else contextlib.nullcontext(source) as fh:
+        return coding_not_decoded(fh, meter.check)
 
 
 #: The first bytes of a GIF, a JPEG and a PNG: what Pillow reads of them as it opens the
@@ -359,7 +361,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 # planned from the bytes first: Pillow's own guard defers to the budget.
                 head = fh.read(12)
                 if head[:3] in _WALKED_BEFORE_OPENING or (head[:4] == b"RIFF" and head[8:] == b"WEBP"):
-                    layout = _mapped(fh, lambda view: opening_layout(view, meter), None)
+                    layout = viewed(fh, lambda view: opening_layout(view, meter), None)
                 if layout is not None:
                     frames, canvas = layout
                     meter.plan(frames=frames, pixels=frames * canvas[0] * canvas[1], largest=canvas)
@@ -388,16 +390,17 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 fh.seek(0)
                 with metered_open(fh, meter) as image:
                     _load_frames(image, meter, held)
-            if fmt == "GIF" and own and not _mapped(fh, lambda view: gif_framed(view, meter), False):
+            if fmt == "GIF" and own and not viewed(fh, lambda view: gif_framed(view, meter), False):
                 # Pillow decodes the frames before a cut and stops: a GIF whose blocks do not
                 # reach its trailer is cut short (maybe the transfer), never delivered short.
                 return "a GIF whose blocks end before its trailer (cut short?)"
-            if fmt == "PNG" and own:
-                # Pillow read every CRC (verify): a structure libpng refuses is what the file
-                # holds (a copy without bad ancillary chunks was walked as libpng reads it).
-                refused = _mapped(fh, lambda view: png_libpng_refuses(view, meter.check), None)
-                if isinstance(refused, str):
-                    return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
+            if fmt == "PNG":
+                # Pillow read every CRC (verify): what libpng refuses is judged — a copy
+                # without bad ancillary chunks too (until 2026-12-07 an IHDR naming an
+                # undefined method was verified so).
+                shown = viewed(fh, lambda view: _png_shown(view, meter), None)
+                if shown is not None:
+                    return shown
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=err.recognised)
     except PILLOW_REFUSALS as err:
@@ -411,12 +414,14 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
         try:
             with meter.running():  # a GIF's blocks are walked: stoppable, charged to its CPU time
                 whole = fmt is not None and whole_by_framing(path, fmt, meter)
+                not_decoded = whole and _coding_not_decoded(source, meter)
         except OverBudget as over:
             return Refused(over.why, UnavailableKind.OVER_BUDGET, recognised=over.recognised)
         if whole:
-            if fmt in JPEG_FORMATS and _coding_not_decoded(path):
-                # A coding curaflow's decoder does not implement (12-bit samples, lossless,
-                # hierarchical): the decoder refused, not the file — held briefly (2026-12-07).
+            if not_decoded:
+                # A coding curaflow's decoder does not implement (a JPEG's 12-bit samples,
+                # lossless, hierarchical; a PNG's critical chunk libpng does not know): the
+                # decoder refused, not the file — held briefly (2026-12-07).
                 return Refused(
                     f"whole {fmt} of a coding the decoder does not implement: {type(err).__name__}: {err}",
                     UnavailableKind.UNDECODABLE,

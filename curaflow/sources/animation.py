@@ -62,7 +62,7 @@ from curaflow.sources.decoding import (
     DecodeMeter,
     DelegatedReads,
     OverBudget,
-    jpeg_coding_not_decoded,
+    coding_not_decoded,
     machine_cause,
     metered_open,
     opening_layout,
@@ -168,21 +168,24 @@ class FrameNotAnImage(UnusableAnimation):
 
 
 class FrameCodingNotDecoded(UnusableAnimation):
-    """A frame of the zip is a JPEG declaring a coding the decoder does not implement
-    (:func:`~curaflow.sources.decoding.jpeg_coding_not_decoded`: 12-bit samples, lossless,
-    hierarchical) and does not decode: curaflow's decoder refuses, a fact of the machine's
-    build as much as of the bytes — not recognised as the work's, held back briefly
-    (2026-12-07: until then the work's, the week, as any frame that does not decode)."""
+    """A frame of the zip declares a coding the decoder does not implement
+    (:func:`~curaflow.sources.decoding.coding_not_decoded`: a JPEG of 12-bit samples,
+    lossless, hierarchical; a PNG whose only fault is a critical chunk libpng does not
+    know, Apple's ``CgBI``) and does not decode: curaflow's decoder refuses, a fact of the
+    machine's build as much as of the bytes — not recognised as the work's, held back
+    briefly (2026-12-07: until then the work's, the week, as any frame that does not
+    decode). A PNG frame Pillow decodes despite such a chunk is encoded: the GIF delivered
+    is made of Pillow's pixels, the frame is not delivered."""
 
     recognised = False
 
 
 def _frame_refused(name: str, data: bytes, why: str) -> UnusableAnimation:
     """The refusal of frame ``name`` whose bytes ``data`` do not decode (``why``): a
-    :class:`FrameCodingNotDecoded` for a JPEG of a coding the decoder does not implement,
+    :class:`FrameCodingNotDecoded` for an image of a coding the decoder does not implement,
     else :class:`UnusableAnimation` (the work's, its CRC having matched)."""
-    if data[:3] == b"\xff\xd8\xff" and jpeg_coding_not_decoded(io.BytesIO(data)):
-        return FrameCodingNotDecoded(f"frame {name} is a JPEG of a coding the decoder does not implement: {why}")
+    if coding_not_decoded(io.BytesIO(data)):
+        return FrameCodingNotDecoded(f"frame {name} is of a coding the decoder does not implement: {why}")
     return UnusableAnimation(f"frame {name} {why}")
 
 

@@ -58,8 +58,11 @@ decodes, so ``-W error`` or ``PYTHONWARNINGS`` never changes a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
+import mmap
+import os
 import re
 import struct
 import threading
@@ -69,7 +72,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, NamedTuple
+from pathlib import Path
+from typing import IO, Any, NamedTuple, TypeVar
 
 from PIL import Image
 
@@ -164,6 +168,33 @@ def machine_cause(err: BaseException) -> OSError | None:
 #: judges the bytes; ``TypeError``, which ``Image.open`` also reads as unidentified, is left
 #: out: curaflow's own code raises it for a bug, never to be judged as a page's verdict.
 PILLOW_REFUSALS: tuple[type[Exception], ...] = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error)
+
+T = TypeVar("T")
+#: Files smaller than this are read whole rather than mapped (a map costs ~10 µs more).
+_MAP_MIN_BYTES = 256 * 1024
+
+
+def viewed(file: Path | IO[bytes], read: Callable[[memoryview], T], empty: T) -> T:
+    """``read`` of the bytes of ``file`` (a path, or a file open for reading): mapped, not
+    copied, or read whole under :data:`_MAP_MIN_BYTES`; an in-memory file's buffer as it
+    is; ``empty`` for an empty file. ``file``'s position is not kept.
+
+    Raises:
+        OSError: the machine refused the read or the map (:func:`machine_error`).
+    """
+    if isinstance(file, io.BytesIO):
+        with file.getbuffer() as view:
+            return read(view) if len(view) else empty
+    with open(file, "rb") if isinstance(file, Path) else contextlib.nullcontext(file) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return empty
+        if size < _MAP_MIN_BYTES:
+            fh.seek(0)
+            with memoryview(fh.read()) as view:
+                return read(view)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            return read(view)
 
 
 class OverBudget(Exception):
@@ -435,6 +466,46 @@ def jpeg_frame(fh: IO[bytes], limit: int | None = None) -> tuple[int, int | None
         fh.seek(at)
 
 
+def coding_not_decoded(fh: IO[bytes], check: Callable[[], None] | None = None) -> bool:
+    """Whether the image in ``fh`` (a page, or an ugoira frame) declares a coding Pillow's
+    decoder does not implement, whole otherwise: a JPEG whose frame header says so
+    (:func:`jpeg_coding_not_decoded`), a PNG whose only fault is a critical chunk libpng
+    does not know (:func:`png_coding_not_decoded`). ``fh``'s position is kept.
+
+    Owner of "a whole image that does not decode here is no verdict on the work"
+    (2026-12-07): such a file refuses to decode however whole it is — what refuses is
+    curaflow's decoder (libjpeg-turbo's 8-bit interface, libpng's four critical chunks), a
+    fact of the machine's build and of the decoders' age as much as of the bytes (another
+    build reads it), as a decode over its CPU time is (:class:`OverBudget` ``recognised``).
+    A page or an ugoira frame so declared is held back briefly and counted, never the
+    work's; until 2026-12-07 it was ``undecodable`` (or ``unusable_animation``),
+    recognised: the week, and a lasting ``unavailable`` its target's frontier passed for
+    good. False for any other file, and for one whose bytes are wrong whatever decodes
+    them (a frame header cut, a wrong CRC, a structure libpng refuses whatever chunks it
+    knows): that is the file's, as before.
+
+    Args:
+        fh: the file, open for reading (a file of the disk is mapped, an in-memory one read
+            as it is: :func:`viewed`).
+        check: called every 4 096 chunks of a PNG (a decode meter's ``check``: it raises
+            to stop).
+
+    Raises:
+        whatever ``check`` raises; OSError: the machine refused the read.
+    """
+    at = fh.tell()
+    try:
+        fh.seek(0)
+        head = fh.read(len(PNG_SIGNATURE))
+        if head.startswith(b"\xff\xd8\xff"):
+            return jpeg_coding_not_decoded(fh)
+        if head == PNG_SIGNATURE:
+            return viewed(fh, lambda view: png_coding_not_decoded(view, check), False)
+        return False
+    finally:
+        fh.seek(at)
+
+
 def jpeg_coding_not_decoded(fh: IO[bytes]) -> bool:
     """Whether the JPEG in ``fh`` declares, in its frame header (:func:`jpeg_frame`), a coding
     Pillow's decoder does not implement: a frame marker outside :data:`DECODED_JPEG_FRAMES`,
@@ -442,16 +513,10 @@ def jpeg_coding_not_decoded(fh: IO[bytes]) -> bool:
     components outside :data:`DECODED_JPEG_COMPONENTS` (a 12-bit JPEG, a lossless or a
     hierarchical one, one of two components). ``fh``'s position is kept.
 
-    Owner of "a whole JPEG that does not decode is no verdict on the work" (2026-12-07): such
-    a file refuses to decode however whole it is — what refuses is curaflow's decoder, a
-    fact of the machine's build as much as of the bytes (another Pillow, another
-    libjpeg reads it), as a decode over its CPU time is (:class:`OverBudget`
-    ``recognised``). A page or an ugoira frame so declared is held back briefly and
-    counted, never the work's; until 2026-12-07 it was ``undecodable`` (or
-    ``unusable_animation``), recognised: the week, and a lasting ``unavailable`` its
-    target's frontier passed for good. False when no frame is found, or its header is cut
-    or not as long as its components make it (ITU T.81 B.2.2: ``8 + 3 × Nf`` bytes) — a
-    JPEG so broken is the file's, as before — or the coding is one the decoder implements."""
+    The JPEG part of :func:`coding_not_decoded` (the owner, 2026-12-07). False when no
+    frame is found, or its header is cut or not as long as its components make it (ITU
+    T.81 B.2.2: ``8 + 3 × Nf`` bytes) — a JPEG so broken is the file's, as before — or the
+    coding is one the decoder implements."""
     frame = jpeg_frame(fh)
     if frame is None:
         return False
@@ -854,14 +919,25 @@ def signed_format(head: bytes) -> str | None:
 #: 64 MiB image written in libpng's 8 KiB ``IDAT`` chunks has 8 192; a file of millions of
 #: empty chunks is not walked (its verdict stands).
 PNG_MAX_CHUNKS = 65_536
-#: An APNG's frames: a wrong CRC there loses a frame of the animation, never forgiven.
+#: An APNG's frames: a wrong CRC there loses a frame of the animation, never forgiven. Their
+#: chunks (``acTL``, ``fcTL``, ``fdAT``) are ancillary — their type's first letter lower case:
+#: a reader of PNG alone shows the first picture.
 _APNG_FRAME_CHUNKS = frozenset({b"fcTL", b"fdAT"})
-#: The critical chunks libpng knows (PNG spec 4.3, 11.2); any other critical chunk (its
-#: type's first letter upper case) is an error there ("unhandled critical chunk").
+#: The critical chunks PNG defines (PNG spec 4.3, 11.2; its third edition, 2025, adds none)
+#: and libpng knows; any other critical chunk (its type's first letter upper case) is an
+#: error there ("unhandled critical chunk"): :func:`png_critical_not_known`.
 _PNG_CRITICAL = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND"})
 _ASCII_LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 #: A chunk's length and type (PNG spec 5.3).
 _CHUNK_HEAD = struct.Struct(">I4s")
+
+
+def png_critical_not_known(kind: bytes) -> bool:
+    """Whether a chunk of type ``kind`` is critical (its first letter upper case: PNG spec
+    5.4) and not one PNG defines (:data:`_PNG_CRITICAL`): what libpng, and so a browser,
+    stops at — Apple's ``CgBI``, a chunk a later edition of the spec or a writer defines.
+    Pillow skips it as any chunk it does not know."""
+    return not kind[0] & 0x20 and kind not in _PNG_CRITICAL
 
 
 class PngChunk(NamedTuple):
@@ -872,6 +948,12 @@ class PngChunk(NamedTuple):
     end: int
     kind: bytes
     crc_ok: bool | None
+
+
+def _crc_forgiven(chunk: PngChunk) -> bool:
+    """Whether ``chunk``'s CRC is right, or wrong on an ancillary chunk libpng drops with a
+    warning (``PNG_CRC_DEFAULT``) — not an APNG frame's (:data:`_APNG_FRAME_CHUNKS`)."""
+    return bool(chunk.crc_ok) or (bool(chunk.kind[0] & 0x20) and chunk.kind not in _APNG_FRAME_CHUNKS)
 
 
 def png_chunks(
@@ -886,12 +968,15 @@ def png_chunks(
 
     Returns:
         the chunks; or a ``str``, why libpng refuses the file's structure whatever its
-        CRCs say (libpng 1.6 ``png_read_info`` / ``png_read_end``, PNG spec 5.3, 5.6): a
-        chunk before ``IHDR``, a second ``IHDR``, a chunk type that is not four ASCII
-        letters, a critical chunk it does not know, ``IDAT`` chunks that are not
+        CRCs say and whatever chunks it knows (libpng 1.6 ``png_read_info`` /
+        ``png_read_end``, PNG spec 5.3, 5.6): a chunk before ``IHDR``, a second ``IHDR``, a
+        chunk type that is not four ASCII letters, ``IDAT`` chunks that are not
         consecutive; or None when the walk says nothing of that — not a PNG, cut inside a
         chunk or before ``IEND``, a length over 2^31 − 1, more than
-        :data:`PNG_MAX_CHUNKS` chunks.
+        :data:`PNG_MAX_CHUNKS` chunks. A critical chunk libpng does not know
+        (:func:`png_critical_not_known`) is listed, before ``IHDR`` too (where Apple's
+        ``CgBI`` is): what a decoder knowing it reads there is not for this walk to say
+        (until 2026-12-07 it was a structure refused: :func:`png_coding_not_decoded`).
 
     Raises:
         whatever ``check`` raises.
@@ -901,6 +986,7 @@ def png_chunks(
     view = memoryview(data)
     chunks: list[PngChunk] = []
     at = len(PNG_SIGNATURE)
+    header = False  # an IHDR walked
     pixels = "before"  # where the walk is against the IDAT run: before, in, after
     for count in range(PNG_MAX_CHUNKS):
         if check is not None and count % 4096 == 0:
@@ -911,12 +997,12 @@ def png_chunks(
         end = at + 12 + length
         if not _ASCII_LETTERS.issuperset(kind):
             return f"chunk type {kind!r} is not four ASCII letters"
-        if count == 0 and kind != b"IHDR":
+        if kind == b"IHDR":
+            if header:
+                return "a second IHDR"
+            header = True
+        elif not header and not png_critical_not_known(kind):
             return f"{kind.decode()} before IHDR"
-        if count > 0 and kind == b"IHDR":
-            return "a second IHDR"
-        if not kind[0] & 0x20 and kind not in _PNG_CRITICAL:
-            return f"unknown critical chunk {kind.decode()}"
         if kind == b"IDAT":
             if pixels == "after":
                 return "IDAT chunks not consecutive"
@@ -934,20 +1020,25 @@ def png_chunks(
 
 
 def png_libpng_refuses(data: bytes | memoryview, check: Callable[[], None] | None = None) -> str | None:
-    """Why libpng refuses a PNG whatever its CRCs say, or None: the structure
-    :func:`png_chunks` walks (its ``str``), or an ``IHDR`` naming a compression, filter or
-    interlace method PNG does not define (PNG spec 11.2.2: 0, 0, and 0 or 1; libpng's
-    ``png_check_IHDR`` refuses any other) — 2026-12-07: Pillow reads the pixels as deflate
-    whatever the compression byte says, and such a page was verified and delivered, a file
-    no browser or chat preview shows, the work never sent again.
+    """Why libpng refuses a PNG whatever its CRCs say and whatever chunks it knows, or None:
+    the structure :func:`png_chunks` walks (its ``str``), or an ``IHDR`` naming a
+    compression, filter or interlace method PNG does not define (PNG spec 11.2.2: 0, 0, and
+    0 or 1; libpng's ``png_check_IHDR`` refuses any other) — 2026-12-07: Pillow reads the
+    pixels as deflate whatever the compression byte says, and such a page was verified and
+    delivered, a file no browser or chat preview shows, the work never sent again. A
+    critical chunk libpng does not know is not among these (:func:`png_coding_not_decoded`).
 
-    For a PNG Pillow verified (``artifacts.images.check_image``): the methods are read only
-    from a first chunk that is a whole ``IHDR``."""
+    The methods are read from the walk's ``IHDR`` (after a critical chunk libpng does not
+    know, where Apple's ``CgBI`` puts it); when the walk ends without its ``IEND`` (for a
+    PNG Pillow verified: more than :data:`PNG_MAX_CHUNKS` chunks), from a first chunk that
+    is a whole ``IHDR``."""
     walked = png_chunks(data, check)
     if isinstance(walked, str):
         return walked
     view = memoryview(data)
     at = len(PNG_SIGNATURE)
+    if walked is not None:
+        at = next((chunk.start for chunk in walked if chunk.kind == b"IHDR"), at)  # one: else a str
     if len(view) < at + 25 or bytes(view[at : at + 8]) != b"\x00\x00\x00\x0dIHDR":
         return None
     compression, filter_method, interlace = bytes(view[at + 18 : at + 21])
@@ -959,12 +1050,46 @@ def png_libpng_refuses(data: bytes | memoryview, check: Callable[[], None] | Non
     return None
 
 
+def png_coding_not_decoded(data: bytes | memoryview, check: Callable[[], None] | None = None) -> bool:
+    """Whether the PNG in ``data`` is whole and its only fault a critical chunk libpng does
+    not know (:func:`png_critical_not_known`): walked to its ``IEND`` (:func:`png_chunks`),
+    a structure and an ``IHDR`` libpng reads (:func:`png_libpng_refuses` None), every CRC
+    right but an ancillary chunk's libpng drops (:func:`png_without_bad_ancillary`).
+
+    The PNG part of :func:`coding_not_decoded` (the owner, 2026-12-07). A decoder stops at a
+    critical chunk it does not know (PNG spec 5.4, 13.1: it "cannot safely interpret" the
+    image) — libpng with "unhandled critical chunk" —, and a chunk of a later edition, or
+    Apple's ``CgBI`` (its pixels a raw deflate stream of premultiplied BGRA), is what a
+    decoder knowing it reads: the file is not shown here, which says nothing of the work.
+    Pillow skips such a chunk: it decodes the file when the pixels are what PNG defines
+    (libpng, and so a browser, would not) and refuses it when they are not (``CgBI``'s).
+    Either way the page is held briefly, never delivered; until 2026-12-07 the first was
+    the work's for the week (a structure libpng refuses) and the second ``download_failed``
+    in every attempt (the walk of its framing refused the chunk).
+
+    Cost: one walk of the chunks by their lengths (no CRC) for a PNG with no such chunk.
+
+    Raises:
+        whatever ``check`` raises.
+    """
+    walked = png_chunks(data, check)
+    if not isinstance(walked, list) or not any(png_critical_not_known(chunk.kind) for chunk in walked):
+        return False
+    if png_libpng_refuses(data, check) is not None:
+        return False  # broken whatever chunks the decoder knows: the file's
+    walked = png_chunks(data, check, crcs=True)
+    return isinstance(walked, list) and all(_crc_forgiven(chunk) for chunk in walked)
+
+
 def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = None) -> bytes | None:
     """``data`` (a PNG) without its ancillary chunks whose CRC is wrong, or None when there
     is none to drop or the file is not one libpng would then read: not walked whole by
     :func:`png_chunks` (not a PNG, a structure libpng refuses, cut inside a chunk, no
     ``IEND``, more than :data:`PNG_MAX_CHUNKS` chunks), or a wrong CRC on a critical chunk
-    (``IHDR``, ``PLTE``, ``IDAT``, ``IEND``) or on an APNG frame's (``fcTL``, ``fdAT``).
+    (``IHDR``, ``PLTE``, ``IDAT``, ``IEND``, one libpng does not know) or on an APNG frame's
+    (``fcTL``, ``fdAT``). What the copy still holds (an ``IHDR`` naming an undefined
+    method, a critical chunk libpng does not know) is judged as the file's would be
+    (``artifacts.images.check_image`` checks the copy as it checks a page).
 
     An ancillary chunk (its type's first letter lower case: a text, a colour profile, a
     time) with a wrong CRC is discarded with a warning by libpng's default
@@ -982,7 +1107,7 @@ def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = No
     if not isinstance(chunks, list):
         return None
     dropped = [c for c in chunks if not c.crc_ok]
-    if not dropped or any(not c.kind[0] & 0x20 or c.kind in _APNG_FRAME_CHUNKS for c in dropped):
+    if not dropped or not all(_crc_forgiven(c) for c in dropped):
         return None
     view = memoryview(data)
     kept = bytearray()

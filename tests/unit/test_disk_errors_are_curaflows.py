@@ -28,6 +28,7 @@ import pytest
 from PIL import Image
 
 import curaflow.artifacts.images as images
+import curaflow.sources.decoding as decoding
 from curaflow.artifacts import ArtifactStore
 from curaflow.artifacts.images import check_image
 from curaflow.domain.models import Work, WorkPage
@@ -98,7 +99,7 @@ def test_a_map_the_process_may_not_make_is_raised_not_the_page_refused(
     def no_map(*_: Any, **__: Any) -> Any:
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
 
-    monkeypatch.setattr(images.mmap, "mmap", no_map)
+    monkeypatch.setattr(decoding.mmap, "mmap", no_map)  # the map of decoding.viewed
     with pytest.raises(OSError) as caught:
         check_image(page)
     assert caught.value.errno == errno.ENOMEM
