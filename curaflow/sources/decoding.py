@@ -1025,7 +1025,9 @@ def png_libpng_refuses(data: bytes | memoryview, check: Callable[[], None] | Non
     compression, filter or interlace method PNG does not define (PNG spec 11.2.2: 0, 0, and
     0 or 1; libpng's ``png_check_IHDR`` refuses any other) — 2026-12-07: Pillow reads the
     pixels as deflate whatever the compression byte says, and such a page was verified and
-    delivered, a file no browser or chat preview shows, the work never sent again. A
+    delivered, a file no browser or chat preview shows, the work never sent again —, or an
+    ``IHDR`` that is not 13 bytes long (PNG spec 11.2.2; libpng's ``png_handle_IHDR``:
+    "invalid"; 2026-12-07: Pillow reads the first 13 of a longer one and verified it). A
     critical chunk libpng does not know is not among these (:func:`png_coding_not_decoded`).
 
     The methods are read from the walk's ``IHDR`` (after a critical chunk libpng does not
@@ -1038,7 +1040,11 @@ def png_libpng_refuses(data: bytes | memoryview, check: Callable[[], None] | Non
     view = memoryview(data)
     at = len(PNG_SIGNATURE)
     if walked is not None:
-        at = next((chunk.start for chunk in walked if chunk.kind == b"IHDR"), at)  # one: else a str
+        ihdr = next((chunk for chunk in walked if chunk.kind == b"IHDR"), None)  # one: else a str
+        if ihdr is not None:
+            at = ihdr.start
+            if ihdr.end - ihdr.start != 12 + 13:
+                return f"IHDR of {ihdr.end - ihdr.start - 12} bytes (PNG defines 13)"
     if len(view) < at + 25 or bytes(view[at : at + 8]) != b"\x00\x00\x00\x0dIHDR":
         return None
     compression, filter_method, interlace = bytes(view[at + 18 : at + 21])

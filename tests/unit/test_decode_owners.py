@@ -342,6 +342,9 @@ def _libpng_refuses(shape: str) -> bytes:
         # defines): libpng's "Unknown compression method in IHDR"; Pillow reads the
         # pixels as deflate whatever the byte says.
         "compression-method-not-deflate": sig + _chunk(b"IHDR", ihdr[8:18] + b"\x01" + ihdr[19:21]) + idat + iend,
+        # IHDR of 14 bytes (PNG defines 13): libpng's "IHDR: invalid"; Pillow reads the
+        # first 13 and verified it (2026-12-07).
+        "ihdr-longer-than-13-bytes": sig + _chunk(b"IHDR", ihdr[8:21] + b"\x00") + idat + iend,
     }[shape]
 
 
@@ -353,6 +356,7 @@ def _libpng_refuses(shape: str) -> bytes:
         "underscore-in-type",
         "second-ihdr",
         "compression-method-not-deflate",
+        "ihdr-longer-than-13-bytes",
     ],
 )
 def test_a_png_libpng_refuses_is_refused_as_the_works(tmp_path: Path, shape: str) -> None:
