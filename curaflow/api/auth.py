@@ -8,6 +8,13 @@ prefix ``Bearer `` case-sensitively (reference §9.1), which refused clients tha
 scheme in another case. With no token configured every protected
 route fails closed with 503, unless the API was started with ``api.insecure`` (which
 logs a warning at start-up). The token is never logged.
+
+Every 401 names its challenge in ``WWW-Authenticate`` (RFC 9110 §11.6.1 and §15.5.2: a
+401 MUST carry one; the original sent none, since 2026-12-07): ``Bearer`` when the
+request carried no bearer token (none, another scheme, a scheme with no token), ``Bearer
+error="invalid_token"`` when it carried one that is not the token (RFC 6750 §3 and §3.1:
+no error code for a request that lacks authentication). :func:`bearer_challenge` is the
+one owner of that value.
 """
 
 from __future__ import annotations
@@ -37,7 +44,21 @@ async def require_token(
         raise LegacyAuthError(503, "endpoint disabled: token not configured")
     supplied = bearer_token(authorization)
     if supplied is None or not hmac.compare_digest(supplied.encode(), token.encode()):
-        raise LegacyAuthError(401, "unauthorized")
+        raise LegacyAuthError(401, "unauthorized", bearer_challenge(supplied))
+
+
+def bearer_challenge(supplied: str | None) -> str:
+    """The ``WWW-Authenticate`` value of a 401 (RFC 6750 §3).
+
+    Args:
+        supplied: the bearer token the request carried (:func:`bearer_token`), None when
+            it carried none.
+
+    Returns:
+        ``Bearer`` for a request without a bearer token (RFC 6750 §3.1: no error code
+        then), ``Bearer error="invalid_token"`` for one whose token was refused.
+    """
+    return "Bearer" if supplied is None else 'Bearer error="invalid_token"'
 
 
 def bearer_token(authorization: str) -> str | None:

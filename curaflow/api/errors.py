@@ -25,8 +25,8 @@ it reads nothing). Answers that leave unread body on the connection (408) carry
 ``Connection: close``.
 
 Authentication failures keep the original's legacy shape ``{status:"error", error}``
-(401 ``unauthorized``; 503 ``endpoint disabled: token not configured``), see
-:mod:`curaflow.api.auth`.
+(401 ``unauthorized``, with its ``WWW-Authenticate`` challenge; 503 ``endpoint disabled:
+token not configured``), see :mod:`curaflow.api.auth`.
 """
 
 from __future__ import annotations
@@ -51,12 +51,20 @@ log = get_logger("curaflow.api")
 
 
 class LegacyAuthError(Exception):
-    """An authentication refusal, rendered in the original's legacy shape."""
+    """An authentication refusal, rendered in the original's legacy shape.
 
-    def __init__(self, status: int, text: str) -> None:
+    Args:
+        status: 401 or 503.
+        text: the legacy ``error`` text.
+        challenge: the ``WWW-Authenticate`` value a 401 carries (RFC 9110 §11.6.1: a 401
+            MUST name a challenge; :func:`curaflow.api.auth.bearer_challenge`).
+    """
+
+    def __init__(self, status: int, text: str, challenge: str | None = None) -> None:
         super().__init__(text)
         self.status = status
         self.text = text
+        self.challenge = challenge
 
 
 def is_ledger_outage(err: BaseException) -> bool:
@@ -168,7 +176,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LegacyAuthError)
     async def _auth(request: Request, err: LegacyAuthError) -> JSONResponse:
         request.state.error_code = "unauthorized"
-        return JSONResponse({"status": "error", "error": err.text}, status_code=err.status)
+        headers = {"WWW-Authenticate": err.challenge} if err.challenge else None
+        return JSONResponse({"status": "error", "error": err.text}, status_code=err.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, err: RequestValidationError) -> JSONResponse:

@@ -24,7 +24,10 @@ DESCRIPTIONS = {
     200: "OK",
     202: "accepted: first admission",
     400: "invalid request (protocol error: invalid_params or unsupported_protocol_version)",
-    401: "missing or wrong bearer token (legacy shape)",
+    401: (
+        "missing or wrong bearer token (legacy shape), with WWW-Authenticate: Bearer "
+        '(Bearer error="invalid_token" for a refused token)'
+    ),
     404: "unknown job (or unknown target on POST /jobs): invalid_params",
     405: "method not allowed",
     406: "the Accept header refuses application/json (invalid_params, detail.reason not_acceptable)",

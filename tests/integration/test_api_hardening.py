@@ -517,3 +517,27 @@ async def test_the_same_label_twice_is_one_label(make_stack: StackFactory, tmp_p
             alike = [("content-type", "application/json"), ("content-type", other)]
         answer = await http.post("/jobs", content=raw_task(f'"alike-{short_id()}"'), headers=alike)
         assert answer.status_code == 202, (other, answer.text)
+
+
+# ---- a refused token names its challenge; a trailing slash is no redirect -------------------
+
+
+async def test_a_refused_token_names_the_bearer_challenge(make_stack: StackFactory, tmp_path: Path) -> None:
+    # RFC 9110 §11.6.1 / §15.5.2: a 401 MUST carry WWW-Authenticate with a challenge; RFC 6750
+    # §3: the Bearer scheme, error="invalid_token" when a token was sent and refused, no error
+    # code when none was sent (§3.1).
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    legacy = f"/internal/targets/demo/refetch/{uuid.uuid4()}"
+    async with httpx.AsyncClient(base_url=str(http.base_url)) as anonymous:
+        for method, path in (("GET", "/capabilities"), ("HEAD", "/jobs/x"), ("POST", "/jobs"), ("GET", legacy)):
+            missing = await anonymous.request(method, path)
+            assert (missing.status_code, missing.headers.get("www-authenticate")) == (401, "Bearer"), path
+            wrong = await anonymous.request(method, path, headers={"Authorization": "Bearer not-the-token"})
+            assert (wrong.status_code, wrong.headers.get("www-authenticate")) == (
+                401,
+                'Bearer error="invalid_token"',
+            ), path
+            other = await anonymous.request(method, path, headers={"Authorization": f"Basic {API_TOKEN}"})
+            assert (other.status_code, other.headers.get("www-authenticate")) == (401, "Bearer"), path
+    assert "www-authenticate" not in (await http.get("/capabilities")).headers
