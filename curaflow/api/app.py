@@ -282,6 +282,9 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         lifespan=lifespan,
         docs_url=None,  # served from the package instead of a CDN (curaflow.api.docs)
         redoc_url=None,
+        # ``/capabilities/`` is no address of the API: a protocol 404, not Starlette's 307 to
+        # ``/capabilities`` on whatever host the request's Host header named (2026-12-07).
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.failure = None

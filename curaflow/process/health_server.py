@@ -49,10 +49,13 @@ def health_app(ready: ReadyProbe, service: str = "curaflow-worker") -> Starlette
         status, body = await ready()
         return JSONResponse(body, status_code=status)
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/metrics", metrics, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/ready", readiness, methods=["GET"]),
         ]
     )
+    # ``/health/`` is not served: a 404, not a 307 to the host the request's Host header named.
+    app.router.redirect_slashes = False
+    return app

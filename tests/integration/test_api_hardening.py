@@ -541,3 +541,21 @@ async def test_a_refused_token_names_the_bearer_challenge(make_stack: StackFacto
             other = await anonymous.request(method, path, headers={"Authorization": f"Basic {API_TOKEN}"})
             assert (other.status_code, other.headers.get("www-authenticate")) == (401, "Bearer"), path
     assert "www-authenticate" not in (await http.get("/capabilities")).headers
+
+
+@pytest.mark.parametrize("path", ["/capabilities/", "/health/", "/ready/", "/openapi.json/", "/metrics/", "/docs/"])
+async def test_a_trailing_slash_is_no_redirect(make_stack: StackFactory, tmp_path: Path, path: str) -> None:
+    # Starlette's redirect_slashes answered these 307 with an empty body and a Location built
+    # from the request's Host header (a consumer behind a proxy was sent to the proxy's
+    # upstream, or to any host the request named), before any token check.
+    stack = make_stack(config(tmp_path))
+    await stack.start_api()
+    assert stack.api is not None
+    async with httpx.AsyncClient(base_url=stack.api.url) as raw:
+        for method in ("GET", "POST"):
+            answer = await raw.request(
+                method, path, headers={"Host": "elsewhere.example", "Authorization": f"Bearer {API_TOKEN}"}
+            )
+            assert answer.status_code == 404, (method, answer.status_code, answer.headers)
+            assert "location" not in answer.headers
+            assert answer.json()["error"] == {"code": "invalid_params", "message": "not found", "retryable": False}
