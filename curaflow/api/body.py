@@ -24,7 +24,9 @@ reading of it:
 
 Unknown members are still ignored (reference §1.5) — but only once the body has one
 meaning. A query parameter given more than once is refused the same way
-(:func:`single_query_values`): ``400`` ``repeated_parameter``, ``detail.field`` naming it.
+(:func:`single_query_values`): ``400`` ``repeated_parameter``, ``detail.field`` naming it;
+an integer query parameter is ASCII decimal digits (:data:`DecimalDigits`), else ``400``
+``invalid_params`` naming it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections import Counter
 from typing import Any
 
 from fastapi import Request
+from pydantic import BeforeValidator
 
 from curaflow.protocol.errors import ProtocolError, error_body, invalid_params
 from curaflow.protocol.json_text import parse_json
@@ -275,6 +278,29 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
             return None
         raise invalid_params("request body must be a JSON object")
     return parse_json(raw)
+
+
+def decimal_digits(value: object) -> object:
+    """Refuse a query value that is not ASCII decimal digits (``0``–``9``, at least one).
+
+    The framework's integer reading is Python's and lax: ``1_0`` was 10, ``+1``, `` 1``,
+    ``1.0`` and a line break before the digits were numbers, while ``1e2`` and ``١`` were
+    refused. A query integer has one spelling family, as ``unacked`` has its words and an
+    event id its digits (since 2026-12-07). A leading zero is still the number (``01`` is 1:
+    a number, unlike an event id, is no opaque text).
+
+    Raises:
+        ValueError: for any other text (the route's 400 ``invalid_params``, ``detail.field``
+            naming the parameter).
+    """
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be written in decimal digits 0-9")
+    return value
+
+
+#: The reading of an integer query parameter: ``Annotated[int, Query(...), DecimalDigits]`` (after
+#: ``Query``: before it, the published schema would name its bounds ``ge`` / ``le``).
+DecimalDigits = BeforeValidator(decimal_digits)
 
 
 async def single_query_values(request: Request) -> None:

@@ -9,7 +9,8 @@ Reference §4.5–4.6, with the curaflow extensions of the protocol issue:
   a consumer paging with ``after=<next_after>&unacked=1`` moves on; an ``after`` behind
   the cursor, or unknown, starts at the cursor); ``0|false|""`` is off; anything else →
   400 (``detail.field: unacked``);
-* ``limit``: page size, default 200, 1..500 (400 outside, ``detail.field: limit``);
+* ``limit``: page size, default 200, 1..500 (400 outside, ``detail.field: limit``; it and
+  ``wait_ms`` are ASCII decimal digits, :data:`curaflow.api.body.DecimalDigits`);
   ``next_after`` is present only when more events remain;
 * ``unacked`` in the page always counts the events after the durable cursor, never
   depending on ``after``; rows of a type outside the protocol's enum are never served
@@ -43,7 +44,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from curaflow.api.auth import require_token
-from curaflow.api.body import accepts_json, read_json, single_query_values
+from curaflow.api.body import DecimalDigits, accepts_json, read_json, single_query_values
 from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
 from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
 from curaflow.api.methods import JobAddressOnly
@@ -169,9 +170,12 @@ async def list_events(
         Literal["1", "0", "true", "false", ""] | None,
         Query(description="1|true: start after the later of `after` and the durable ack cursor."),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")] = DEFAULT_LIMIT,
+    # DecimalDigits after Query: the published schema keeps ``minimum`` / ``maximum``.
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size."), DecimalDigits] = DEFAULT_LIMIT,
     wait_ms: Annotated[
-        int, Query(ge=0, le=MAX_WAIT_MS, description="Long poll: wait up to this long (ms) for a new event.")
+        int,
+        Query(ge=0, le=MAX_WAIT_MS, description="Long poll: wait up to this long (ms) for a new event."),
+        DecimalDigits,
     ] = 0,
 ) -> Response:
     """A page of the job's events in ascending order (see the module doc).

@@ -559,3 +559,23 @@ async def test_a_trailing_slash_is_no_redirect(make_stack: StackFactory, tmp_pat
             assert answer.status_code == 404, (method, answer.status_code, answer.headers)
             assert "location" not in answer.headers
             assert answer.json()["error"] == {"code": "invalid_params", "message": "not found", "retryable": False}
+
+
+async def test_an_integer_query_parameter_is_decimal_digits(make_stack: StackFactory, tmp_path: Path) -> None:
+    # ``limit`` and ``wait_ms`` were read by the framework's lax integer parsing: ``1_0`` was 10,
+    # ``+1``, `` 1``, ``1.0`` and ``\n3`` were numbers, while ``1e2`` or ``١`` were refused —
+    # a query integer is ASCII decimal digits (as ``unacked`` takes its spellings only).
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    job = (await http.post("/jobs", json=stack.task(key=f"q-{short_id()}", target_id="demo"))).json()["job"]
+    events = f"/jobs/{job['job_id']}/events"
+    for field in ("limit", "wait_ms"):
+        for value in ("1_0", "+1", " 1", "1 ", "1.0", "\n3", "0x1", "1e2", "١", "-0", ""):
+            answer = await http.get(events, params={field: value})
+            assert answer.status_code == 400, (field, value, answer.text)
+            error = answer.json()["error"]
+            assert (error["code"], error["detail"]["field"]) == ("invalid_params", field), (field, value)
+        for value in ("1", "01", "200"):
+            assert (await http.get(events, params={field: value})).status_code == 200, (field, value)
+    page = (await http.get(events, params={"limit": "01"})).json()
+    assert len(page["events"]) == 1
