@@ -28,7 +28,7 @@ from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.keys import key_refusal, normalise_key, storable
 from curaflow.protocol.models import Job, JobEnvelope, JobPage
-from curaflow.protocol.projection import project_job
+from curaflow.protocol.projection import job_path, project_job
 
 jobs_router = APIRouter(
     dependencies=[Depends(require_token), Depends(single_query_values), Depends(accepts_json)], tags=["jobs"]
@@ -69,7 +69,9 @@ async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
 
 @jobs_router.post("/jobs", status_code=202, operation_id="submit_job", response_model=JobEnvelope)
 async def submit(request: Request, task: TaskBody, admitter: AdmitterDep) -> JSONResponse:
-    """Admit a Task: 202 ``{job}`` on first admission, 200 with the identical body on replay."""
+    """Admit a Task: 202 ``{job}`` on first admission, 200 with the identical body on replay;
+    both with ``Location``, the job's address (:func:`~curaflow.protocol.projection.job_path`,
+    as its ``events_url`` spells it)."""
     admission = await admitter.admit(task)
     job = admission.body.get("job", {})
     request.state.log_fields = {
@@ -78,8 +80,13 @@ async def submit(request: Request, task: TaskBody, admitter: AdmitterDep) -> JSO
         "status": job.get("status"),
         "disposition": "replayed" if admission.replayed else "accepted",
     }
-    # The frozen body of the first admission, as it is: never re-serialised by a model.
-    return JSONResponse(admission.body, status_code=200 if admission.replayed else 202)
+    # The frozen body of the first admission, as it is: never re-serialised by a model. Location:
+    # the job's address, a 202's status monitor (RFC 9110 §15.3.3), on a replay too.
+    return JSONResponse(
+        admission.body,
+        status_code=200 if admission.replayed else 202,
+        headers={"Location": job_path(admission.job_id)},
+    )
 
 
 @jobs_router.get("/jobs", operation_id="find_jobs", response_model=JobPage, response_model_exclude_unset=True)

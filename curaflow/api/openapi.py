@@ -58,12 +58,18 @@ class Operation:
     protected: bool = True
     links: dict[str, Any] = field(default_factory=dict)
     descriptions: dict[int, str] = field(default_factory=dict)
+    headers: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 _JOB_LINKS = {
     "GetJob": {"operationId": "get_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
     "ListEvents": {"operationId": "list_events", "parameters": {"job_id": "$response.body#/job/job_id"}},
     "CancelJob": {"operationId": "cancel_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
+}
+#: The ``Location`` of an admission (``POST /jobs`` 202 and 200).
+_LOCATION = {
+    "description": "The job's address, /jobs/<job_id> with the id encoded as one path segment (as events_url)",
+    "schema": {"type": "string"},
 }
 #: What every protected route may answer besides its own: the token refused, an Accept that
 #: refuses JSON, the ledger unavailable, an internal error.
@@ -97,6 +103,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         },
         body="Task",
         links=_JOB_LINKS,
+        headers={202: {"Location": _LOCATION}, 200: {"Location": _LOCATION}},
     ),
     ("get", "/jobs"): Operation({200: "JobPage", 400: "ErrorResponse", **_AUTH}),
     ("get", "/jobs/{job_id}"): Operation({200: "Job", 404: "ErrorResponse", **_AUTH}),
@@ -153,6 +160,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
                 response: dict[str, Any] = {"description": description, "content": _json(name)}
                 if spec.links and status in (200, 202):
                     response["links"] = spec.links
+                if status in spec.headers:
+                    response["headers"] = spec.headers[status]
                 responses[str(status)] = response
             operation["responses"] = responses
             if spec.body:

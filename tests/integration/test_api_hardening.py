@@ -579,3 +579,24 @@ async def test_an_integer_query_parameter_is_decimal_digits(make_stack: StackFac
             assert (await http.get(events, params={field: value})).status_code == 200, (field, value)
     page = (await http.get(events, params={"limit": "01"})).json()
     assert len(page["events"]) == 1
+
+
+async def test_an_admission_names_the_jobs_address_in_location(make_stack: StackFactory, tmp_path: Path) -> None:
+    # RFC 9110 §15.3.3: a 202 ought to point to a status monitor. The answer said the job's
+    # id and events_url but not where the job itself is read; a client following Location
+    # (the usual 202 contract) had nothing to follow.
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    for key in (f"loc-{short_id()}", f"loc/{short_id()}?a#b %é", f"..{short_id()}"):
+        task = stack.task(key=key, target_id="demo")
+        first = await http.post("/jobs", json=task)
+        assert first.status_code == 202, first.text
+        job = first.json()["job"]
+        location = first.headers.get("location")
+        assert location == job["events_url"].removesuffix("/events"), (key, location)
+        read = await http.get(httpx.URL(location))
+        assert (read.status_code, read.json()["job_id"]) == (200, job["job_id"]), key
+        replay = await http.post("/jobs", json=task)
+        assert (replay.status_code, replay.headers.get("location")) == (200, location), key
+    refused = await http.post("/jobs", json={"protocol_version": "2"})
+    assert refused.status_code == 400 and "location" not in refused.headers
