@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, SecretStr
 
 from curaflow.config.api import ApiSettings
-from curaflow.config.base import ID_PATTERN
+from curaflow.config.base import ID_PATTERN, Loc, SettingsProblem, dotted
 from curaflow.config.database import DatabaseSettings
 from curaflow.config.delivery import DeliverySettings
 from curaflow.config.observability import MAX_LEDGER_GAUGES_INTERVAL_MS
@@ -232,21 +232,22 @@ class ConfiguredNames(Protocol):
     def source_task_queues(self) -> Mapping[str, str]: ...
 
 
-def refuse_example_secrets(secrets: Iterable[tuple[str, str]]) -> None:
+def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]]) -> None:
     """Refuse settings that still hold a secret of the env example.
 
     Args:
-        secrets: ``(dotted name, value)`` of every secret that is set
-            (:meth:`curaflow.config.Settings.secrets`).
+        secrets: ``(where, dotted name, value)`` of every secret that is set
+            (:meth:`curaflow.config.Settings.secret_settings`).
 
     Raises:
-        ValueError: naming every such secret.
+        SettingsProblem: naming every such secret.
     """
-    found = [name for name, value in secrets if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
+    found = [(loc, name) for loc, name, value in secrets if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
     if found:
-        raise ValueError(
-            f"{', '.join(found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the env example: "
-            "set real secrets (in the env file, the environment or CURAFLOW_SECRETS_DIR)"
+        raise SettingsProblem(
+            f"{', '.join(name for _, name in found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the "
+            "env example: set real secrets (in the env file, the environment or CURAFLOW_SECRETS_DIR)",
+            [loc for loc, _ in found],
         )
 
 
@@ -261,66 +262,94 @@ def check_references(settings: ConfiguredNames) -> None:
     schedule's targets distinct and configured; each route name well-formed.
 
     Raises:
-        ValueError: the first rule broken, naming the target, schedule, route or source.
+        SettingsProblem: the first rule broken, naming the target, schedule, route or
+            source (and, for the report, the settings it is about).
     """
     ids = [t.id for t in settings.targets]
     dupes = {i for i in ids if ids.count(i) > 1}
     if dupes:
-        raise ValueError(f"duplicate target ids: {sorted(dupes)}")
+        raise SettingsProblem(
+            f"duplicate target ids: {sorted(dupes)}", [("targets", n, "id") for n, i in enumerate(ids) if i in dupes]
+        )
     pixiv_accounts = settings.accounts()
     for name in pixiv_accounts:
         if problem := account_name_problem(name):
             # Until 2026-12-06 any name loaded: one of 3 000 characters reached the ledger's
             # primary keys and a Temporal task queue name, and failed there.
-            raise ValueError(f"pixiv account name {name[:80]!r}{'…' if len(name) > 80 else ''} {problem}")
+            raise SettingsProblem(
+                f"pixiv account name {name[:80]!r}{'…' if len(name) > 80 else ''} {problem}",
+                [("pixiv", "accounts", name)],
+            )
     for name in settings.sources:
         if not ID_PATTERN.match(name):
-            raise ValueError(f"source name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+            raise SettingsProblem(f"source name {name!r} must match [A-Za-z0-9_-]{{1,64}}", [("sources", name)])
         if name in pixiv_accounts:
-            raise ValueError(f"source {name!r} has the name of a pixiv account: a target could not tell them apart")
-    for queue in settings.source_task_queues().values():
+            raise SettingsProblem(
+                f"source {name!r} has the name of a pixiv account: a target could not tell them apart",
+                [("sources", name), ("pixiv", "accounts", name)],
+            )
+    for name, queue in settings.source_task_queues().items():
         size = len(queue.encode("utf-8"))
         if size > MAX_TASK_QUEUE_BYTES:
-            raise ValueError(
+            raise SettingsProblem(
                 f"source task queue {queue[:80]!r}… (temporal.task_queue + '-source-' + the source's name) is "
-                f"{size} bytes: Temporal takes a task queue name of at most {MAX_TASK_QUEUE_BYTES}"
+                f"{size} bytes: Temporal takes a task queue name of at most {MAX_TASK_QUEUE_BYTES}",
+                [("temporal", "task_queue"), _source_at(settings, name)],
             )
     accounts = settings.source_configs()
-    for target in settings.targets:
+    for index, target in enumerate(settings.targets):
         if target.account not in accounts:
-            raise ValueError(
+            raise SettingsProblem(
                 f"target {target.id!r} uses pixiv account {target.account!r}, which is not configured "
                 f"(accounts: {sorted(pixiv_accounts)}"
-                + (f"; sources: {sorted(settings.sources)})" if settings.sources else ")")
+                + (f"; sources: {sorted(settings.sources)})" if settings.sources else ")"),
+                [("targets", index, "account")],
             )
+        routes_at: Loc = ("targets", index, "routes")
         if not target.routes:
-            raise ValueError(f"target {target.id!r} has no routes")
+            raise SettingsProblem(f"target {target.id!r} has no routes", [routes_at])
         twice = sorted({r for r in target.routes if target.routes.count(r) > 1})
         if twice:
-            raise ValueError(f"target {target.id!r} names route(s) {twice} more than once")
+            raise SettingsProblem(f"target {target.id!r} names route(s) {twice} more than once", [routes_at])
         for route in target.routes:
             if route not in settings.routes:
-                raise ValueError(
-                    f"target {target.id!r} names unknown route {route!r} (configured routes: {sorted(settings.routes)})"
+                raise SettingsProblem(
+                    f"target {target.id!r} names unknown route {route!r} "
+                    f"(configured routes: {sorted(settings.routes)})",
+                    [routes_at],
                 )
     plans = [s.id for s in settings.schedules]
     plans_twice = sorted({i for i in plans if plans.count(i) > 1})
     if plans_twice:
-        raise ValueError(f"duplicate schedule ids: {plans_twice}")
-    for schedule in settings.schedules:
+        raise SettingsProblem(
+            f"duplicate schedule ids: {plans_twice}",
+            [("schedules", n, "id") for n, i in enumerate(plans) if i in plans_twice],
+        )
+    for index, schedule in enumerate(settings.schedules):
+        named_at: Loc = ("schedules", index, "target_ids")
         twice = sorted({t for t in schedule.target_ids if schedule.target_ids.count(t) > 1})
         if twice:
-            raise ValueError(f"schedule {schedule.id!r} names target(s) {twice} more than once")
+            raise SettingsProblem(f"schedule {schedule.id!r} names target(s) {twice} more than once", [named_at])
         for tid in schedule.target_ids:
             if tid not in ids:
-                raise ValueError(f"schedule {schedule.id!r} names unknown target {tid!r}")
-        check_job_size(schedule.id, [t for t in settings.targets if t.id in schedule.target_ids] or settings.targets)
+                raise SettingsProblem(f"schedule {schedule.id!r} names unknown target {tid!r}", [named_at])
+        check_job_size(
+            schedule.id,
+            [t for t in settings.targets if t.id in schedule.target_ids] or settings.targets,
+            [named_at] if schedule.target_ids else [("targets",)],
+        )
     for name in settings.routes:
         if not ID_PATTERN.match(name):
-            raise ValueError(f"route name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+            raise SettingsProblem(f"route name {name!r} must match [A-Za-z0-9_-]{{1,64}}", [("routes", name)])
 
 
-def check_job_size(schedule_id: str, targets: list[TargetConfig]) -> None:
+def _source_at(settings: ConfiguredNames, name: str) -> Loc:
+    """Where the source instance ``name`` is configured: its ``[sources]`` table, else its
+    Pixiv account's (account ``default`` may be no table: then it is the default's)."""
+    return ("sources", name) if name in settings.sources else ("pixiv", "accounts", name)
+
+
+def check_job_size(schedule_id: str, targets: list[TargetConfig], settings: Iterable[Loc] = ()) -> None:
     """Refuse a schedule whose job Temporal could not run: more than
     :data:`~curaflow.domain.execution.MAX_JOB_TARGETS` targets (``targets``: the schedule's,
     or every configured one for a schedule naming none), or more than
@@ -329,50 +358,56 @@ def check_job_size(schedule_id: str, targets: list[TargetConfig]) -> None:
     its workflow tasks (measured: 2 100 targets ran no step in 240 s; before the job's first
     activation was made linear, 500 failed it).
 
+    Args:
+        settings: where the settings that chose those targets sit (for the report).
+
     Raises:
-        ValueError: naming the schedule, the count and the bound.
+        SettingsProblem: naming the schedule, the count and the bound.
     """
     if len(targets) > MAX_JOB_TARGETS:
-        raise ValueError(
+        raise SettingsProblem(
             f"schedule {schedule_id!r} runs {len(targets)} targets in one job: at most {MAX_JOB_TARGETS} "
-            "(Temporal fails the workflow task of a larger job); split it into several schedules"
+            "(Temporal fails the workflow task of a larger job); split it into several schedules",
+            settings,
         )
     sends = sum(len(t.routes) for t in targets)
     if sends > MAX_JOB_SENDS:
-        raise ValueError(
+        raise SettingsProblem(
             f"schedule {schedule_id!r} sends to {sends} routes at once in one job: at most {MAX_JOB_SENDS} "
-            "(Temporal's limit on pending activities); split it into several schedules"
+            "(Temporal's limit on pending activities); split it into several schedules",
+            settings,
         )
 
 
-def _durations(model: BaseModel, prefix: str) -> Iterator[tuple[str, int, int, str]]:
-    """``(dotted name, value, ceiling, why)`` of every integer ``*_ms`` and ``*_days`` field
-    of ``model`` and of the models, mappings and lists it holds."""
+def _durations(model: BaseModel, at: Loc) -> Iterator[tuple[Loc, int, int, str]]:
+    """``(where, value, ceiling, why)`` of every integer ``*_ms`` and ``*_days`` field of
+    ``model`` (at ``at``) and of the models, mappings and lists it holds."""
     for key, field in type(model).model_fields.items():
         value = getattr(model, key)
-        name = f"{prefix}{key}"
+        loc = (*at, key)
+        name = dotted(loc)
         if field.annotation is Any:  # a budget: its own rule (resolve_budget), never refused
             continue
         if isinstance(value, int) and not isinstance(value, bool):
             if name in OWN_CEILINGS:
-                yield (name, value, *OWN_CEILINGS[name])
+                yield (loc, value, *OWN_CEILINGS[name])
             elif key.endswith("_ms"):
-                yield name, value, MAX_SETTING_MS, "365 days"
+                yield loc, value, MAX_SETTING_MS, "365 days"
             elif key == "days" or key.endswith("_days"):
-                yield name, value, MAX_SETTING_DAYS, "100 years"
+                yield loc, value, MAX_SETTING_DAYS, "100 years"
         else:
-            yield from _nested(value, name)
+            yield from _nested(value, loc)
 
 
-def _nested(value: Any, name: str) -> Iterator[tuple[str, int, int, str]]:
+def _nested(value: Any, at: Loc) -> Iterator[tuple[Loc, int, int, str]]:
     if isinstance(value, BaseModel):
-        yield from _durations(value, f"{name}.")
+        yield from _durations(value, at)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _nested(item, f"{name}.{key}")
+            yield from _nested(item, (*at, key))
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _nested(item, f"{name}[{index}]")
+            yield from _nested(item, (*at, index))
 
 
 def check_durations(settings: BaseModel) -> None:
@@ -387,30 +422,30 @@ def check_durations(settings: BaseModel) -> None:
         settings: the loaded settings (any model: the walk reads its fields).
 
     Raises:
-        ValueError: naming every setting beyond its ceiling, with the ceiling.
+        SettingsProblem: naming every setting beyond its ceiling, with the ceiling.
     """
     found = [
-        f"{name} is {value}: at most {ceiling} ({why})"
-        for name, value, ceiling, why in _durations(settings, "")
+        (loc, f"{dotted(loc)} is {value}: at most {ceiling} ({why})")
+        for loc, value, ceiling, why in _durations(settings, ())
         if value > ceiling
     ]
     if found:
-        raise ValueError("; ".join(found))
+        raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
 
 
-def _models(value: Any, name: str) -> Iterator[tuple[str, BaseModel]]:
-    """``(dotted name, model)`` of ``value`` if it is a model, and of every model it holds
+def _models(value: Any, at: Loc) -> Iterator[tuple[Loc, BaseModel]]:
+    """``(where, model)`` of ``value`` if it is a model, and of every model it holds
     (sections, routes, sources, accounts, targets, schedules)."""
     if isinstance(value, BaseModel):
-        yield name, value
+        yield at, value
         for key in type(value).model_fields:
-            yield from _models(getattr(value, key), f"{name}.{key}" if name else key)
+            yield from _models(getattr(value, key), (*at, key))
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _models(item, f"{name}.{key}")
+            yield from _models(item, (*at, key))
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _models(item, f"{name}[{index}]")
+            yield from _models(item, (*at, index))
 
 
 def check_ordered(settings: BaseModel) -> None:
@@ -425,39 +460,42 @@ def check_ordered(settings: BaseModel) -> None:
         settings: the loaded settings (any model: the walk reads its fields).
 
     Raises:
-        ValueError: naming every inverted pair.
+        SettingsProblem: naming every inverted pair.
     """
     found = [
-        f"{prefix}{pair.lower} ({low!r}) must not exceed {prefix}{pair.upper} ({high!r}): {pair.why}"
-        for name, model in _models(settings, "")
+        (
+            (lower, upper),
+            f"{dotted(lower)} ({low!r}) must not exceed {dotted(upper)} ({high!r}): {pair.why}",
+        )
+        for at, model in _models(settings, ())
         for pair in ORDERED_SETTINGS
         if isinstance(model, pair.model)
-        for prefix in [f"{name}." if name else ""]
+        for lower, upper in [((*at, pair.lower), (*at, pair.upper))]
         if (low := getattr(model, pair.lower)) is not None
         and (high := getattr(model, pair.upper)) is not None
         and low > high
     ]
     if found:
-        raise ValueError("; ".join(found))
+        raise SettingsProblem("; ".join(text for _, text in found), [loc for locs, _ in found for loc in locs])
 
 
-def _texts(value: Any, name: str) -> Iterator[tuple[str, str]]:
-    """``(dotted name, text)`` of every text (``str`` or ``SecretStr``) in ``value`` and in
-    the models, mappings and lists it holds (a mapping's keys are names, checked by
+def _texts(value: Any, at: Loc) -> Iterator[tuple[Loc, str]]:
+    """``(where, text)`` of every text (``str`` or ``SecretStr``) in ``value`` and in the
+    models, mappings and lists it holds (a mapping's keys are names, checked by
     :func:`check_references`)."""
     if isinstance(value, SecretStr):
-        yield name, value.get_secret_value()
+        yield at, value.get_secret_value()
     elif isinstance(value, str):
-        yield name, value
+        yield at, value
     elif isinstance(value, BaseModel):
         for key in type(value).model_fields:
-            yield from _texts(getattr(value, key), f"{name}.{key}" if name else key)
+            yield from _texts(getattr(value, key), (*at, key))
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _texts(item, f"{name}.{key}")
+            yield from _texts(item, (*at, key))
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _texts(item, f"{name}[{index}]")
+            yield from _texts(item, (*at, index))
 
 
 def check_text(settings: BaseModel) -> None:
@@ -476,12 +514,14 @@ def check_text(settings: BaseModel) -> None:
         settings: the loaded settings (any model: the walk reads its fields).
 
     Raises:
-        ValueError: naming every such setting (``api.token is empty``).
+        SettingsProblem: naming every such setting (``api.token is empty``).
     """
     found = [
-        f"{name} {problem}"
-        for name, text in _texts(settings, "")
-        if (problem := setting_text_problem(text)) and not (name in BLANK_ALLOWED and text == "")
+        (loc, f"{dotted(loc)} {problem}")
+        for loc, text in _texts(settings, ())
+        if (problem := setting_text_problem(text)) and not (dotted(loc) in BLANK_ALLOWED and text == "")
     ]
     if found:
-        raise ValueError("; ".join(found) + " (leave a setting out for its default)")
+        raise SettingsProblem(
+            "; ".join(text for _, text in found) + " (leave a setting out for its default)", [loc for loc, _ in found]
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from curaflow.config.base import SettingsProblem
 from curaflow.routes import RouteSettings, import_route_modules, parse_route_configs
 from curaflow.sources.registry import import_source_modules, parse_source_config
 
@@ -21,7 +22,7 @@ def import_kind_modules(data: Any) -> Any:
         ``data``, unchanged.
 
     Raises:
-        ValueError: a module failed while it was imported
+        SettingsProblem: a module failed while it was imported
             (``route_modules: cannot import 'x' (ModuleNotFoundError: …)``).
     """
     if not isinstance(data, dict):
@@ -37,7 +38,9 @@ def import_kind_modules(data: Any) -> Any:
             try:
                 register([module])
             except Exception as err:  # noqa: BLE001 - any failure of the module is reported, named
-                raise ValueError(f"{setting}: cannot import {module!r} ({type(err).__name__}: {err})") from None
+                raise SettingsProblem(
+                    f"{setting}: cannot import {module!r} ({type(err).__name__}: {err})", [(setting,)]
+                ) from None
     return data
 
 
@@ -55,7 +58,8 @@ def parse_sources(value: Any) -> Any:
     (:func:`curaflow.sources.registry.parse_source_config`).
 
     Raises:
-        ValueError: an entry is invalid, prefixed with its name (``sources.<name>: …``).
+        SettingsProblem: an entry is invalid, prefixed with its name (``sources.<name>: …``;
+            where: the entry, below ``sources``).
     """
     from pydantic import ValidationError
 
@@ -67,7 +71,7 @@ def parse_sources(value: Any) -> Any:
             parsed[name] = parse_source_config(entry)
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
-            raise ValueError(f"sources.{name}: {problems}") from None
+            raise SettingsProblem(f"sources.{name}: {problems}", [(name,)]) from None
         except ValueError as err:
-            raise ValueError(f"sources.{name}: {err}") from None
+            raise SettingsProblem(f"sources.{name}: {err}", [(name,)]) from None
     return parsed

@@ -9,10 +9,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic_settings import SettingsConfigDict
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    InitSettingsSource,
+    NestedSecretsSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
+from curaflow.config.base import Loc, SettingsProblem, dotted
 from curaflow.config.environment import SECRETS_DIR_ENV, ConventionalEnv, CuraflowEnv
-from curaflow.config.settings import Settings
+from curaflow.config.settings import Settings, former_keys
 
 
 @functools.lru_cache(maxsize=16)
@@ -31,57 +41,159 @@ def settings_class(toml_path: Path | None) -> type[Settings]:
     )
 
 
-def _holds(data: Any, loc: tuple[Any, ...]) -> bool:
-    """Whether nested ``data`` has a value at ``loc`` (pydantic's error location; a key of
-    it that the data lacks — a union's tag — is skipped)."""
-    for key in loc:
-        if isinstance(data, dict) and str(key) in data:
-            data = data[str(key)]
-        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
-            data = data[key]
-        elif not isinstance(data, dict | list):
-            return False
-    return True
+#: What a source holds nowhere at a key.
+_ABSENT = object()
 
 
-def _variable(prefix: str, loc: tuple[Any, ...], names: Iterable[str]) -> str:
-    """The name, as set, of the ``CURAFLOW_*`` variable (or secret file) of ``loc``."""
-    fields = [str(k) for k in loc if not isinstance(k, int)]
+def _child(node: Any, key: str | int) -> Any:
+    """The value of ``node`` (a source's table or list) at ``key``, or :data:`_ABSENT`."""
+    if isinstance(node, dict) and str(key) in node:
+        return node[str(key)]
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return _ABSENT
+
+
+def _merged(held: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Of the sources holding one key (highest precedence first, as ``(source, value)``),
+    those whose values make the loaded one — as pydantic-settings merges them
+    (``deep_update``): tables merge, any other value replaces what is below it."""
+    if not held or not isinstance(held[0][1], dict):
+        return held[:1]
+    found = []
+    for source, value in held:
+        if not isinstance(value, dict):
+            break
+        found.append((source, value))
+    return found
+
+
+def _holders(sources: list[tuple[Any, Any]], loc: Loc) -> tuple[list[tuple[Any, Any]], Loc, bool]:
+    """Which sources make the value at ``loc`` (pydantic's error location).
+
+    Args:
+        sources: ``(source, its data)``, highest precedence first.
+        loc: the location; a key of it no source holds, followed by one they do, is a
+            union's tag (a route's kind: ``routes.out.directory.bogus``) and is skipped;
+            keys left below a value that is no table are the names of a union's members.
+
+    Returns:
+        ``(sources, path, whole)``: the sources holding the deepest part of ``loc`` that
+        any holds (with their values there), that part without the tags (``path``), and
+        whether it is the whole of ``loc``.
+    """
+    live = _merged([(source, data) for source, data in sources if isinstance(data, dict) and data])
+    path: list[str | int] = []
+    for position, key in enumerate(loc):
+        held = [(source, child) for source, node in live if (child := _child(node, key)) is not _ABSENT]
+        if held:
+            live = _merged(held)
+            path.append(key)
+            continue
+        below = loc[position + 1 : position + 2]
+        if below and any(_child(node, below[0]) is not _ABSENT for _, node in live):
+            continue  # a tag
+        if live and not any(isinstance(node, dict | list) for _, node in live):
+            return live, tuple(path), True  # member names below a value
+        return live, tuple(path), False
+    return live, tuple(path), True
+
+
+def _variables(prefix: str, path: Loc, names: Iterable[str]) -> list[str]:
+    """The names, as set, of the ``CURAFLOW_*`` variables (or secret files) that set the
+    value at ``path``: the one of it or of a table above it, else those below it (a table
+    they set key by key); the name of ``path`` itself when none is found."""
+    fields = [str(k) for k in path if not isinstance(k, int)]
     names = list(names)
-    full = (prefix + "__".join(fields)).lower()
-    below = sorted(name for name in names if name.lower().startswith(full + "__"))
-    if below:  # the value at loc is a table the variables below it set (a route's kind …)
-        return ", ".join(below)
     for depth in range(len(fields), 0, -1):
         wanted = (prefix + "__".join(fields[:depth])).lower()
         for name in names:
             if name.lower() == wanted:
-                return name
-    return full.upper()
+                return [name]
+    full = (prefix + "__".join(fields)).lower()
+    return sorted(name for name in names if name.lower().startswith(full + "__")) or [full.upper()]
 
 
-def origin_of(loc: tuple[Any, ...], toml_path: Path | None, overrides: dict[str, Any] | None = None) -> str:
-    """Where the value at ``loc`` came from, in the precedence order of the sources
-    (:meth:`Settings.settings_customise_sources`): ``environment variable
-    CURAFLOW_RETENTION__DAYS``, ``environment variable DATABASE_URL``, ``secret file …``,
-    ``in <file>``, or ``default`` — so an error names what the operator must change."""
-    if overrides and _holds(overrides, loc):
-        return "given by the command"
-    for name, (section, key) in ConventionalEnv.MAP.items():
-        if loc[:2] == (section, key) and (os.environ.get(name) or "").strip():
-            return f"environment variable {name}"
-    prefixed = {k: v for k, v in os.environ.items() if k.upper().startswith("CURAFLOW_")}
-    if prefixed and _holds(CuraflowEnv(Settings)(), loc):
-        return f"environment variable {_variable('CURAFLOW_', loc, prefixed)}"
-    directory = os.environ.get(SECRETS_DIR_ENV, "").strip()
-    if directory and Path(directory).is_dir():
-        files = [f.name for f in Path(directory).iterdir()]
-        name = _variable("CURAFLOW_", loc, files)
-        if name in files:
-            return f"secret file {Path(directory) / name}"
-    if toml_path is not None:
+def _named(source: Any, path: Loc, toml_path: Path | None) -> str:
+    """How the report names ``source`` as the origin of the value at ``path``."""
+    if isinstance(source, TomlConfigSettingsSource):  # an InitSettingsSource too
         return f"in {toml_path}"
-    return "default"
+    if isinstance(source, InitSettingsSource):
+        return "given by the command"
+    if isinstance(source, ConventionalEnv):
+        names = [
+            name
+            for name, at in ConventionalEnv.MAP.items()
+            if at[: len(path)] == path[:2] and (os.environ.get(name) or "").strip()
+        ]
+        return f"environment variable {', '.join(names)}"
+    if isinstance(source, CuraflowEnv):
+        names = _variables("CURAFLOW_", path, [k for k in os.environ if k.upper().startswith("CURAFLOW_")])
+        return f"environment variable {', '.join(names)}"
+    if isinstance(source, NestedSecretsSettingsSource):
+        directory = Path(os.environ.get(SECRETS_DIR_ENV, "").strip())
+        names = _variables("CURAFLOW_", path, [f.name for f in directory.iterdir()])
+        return f"secret file {', '.join(str(directory / name) for name in names)}"
+    raise TypeError(f"no name for the settings source {type(source).__name__}")
+
+
+def origin_of(
+    loc: Loc,
+    toml_path: Path | None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    missing: bool = False,
+) -> str:
+    """Where the value at ``loc`` came from: ``environment variable
+    CURAFLOW_RETENTION__DAYS``, ``environment variable DATABASE_URL``, ``secret file …``,
+    ``in <file>``, ``given by the command``, or ``default`` — so an error names what the
+    operator must change. Each source (:meth:`Settings.settings_customise_sources`, in its
+    order) is read as it was loaded, and the value is the one of the source of highest
+    precedence holding it; a table several sources merge names each of them (``…
+    and in <file>``). A value no source holds is the default.
+
+    Args:
+        loc: pydantic's location of the error, or where a
+            :class:`~curaflow.config.base.SettingsProblem` says a setting sits.
+        missing: the error is that ``loc`` is missing: its origin is the table lacking it.
+    """
+    cls = settings_class(toml_path)
+    sources = cls.settings_customise_sources(
+        cls,
+        InitSettingsSource(cls, init_kwargs=overrides or {}),
+        EnvSettingsSource(cls),
+        DotEnvSettingsSource(cls),
+        SecretsSettingsSource(cls),
+    )
+    read = [(source, former_keys(source())) for source in sources]
+    holders, path, whole = _holders(read, loc)
+    if not path or not (whole or missing):
+        return "default"
+    return " and ".join(_named(source, path, toml_path) for source, _ in holders)
+
+
+def _origins(
+    locs: Iterable[Loc], toml_path: Path | None, overrides: dict[str, Any] | None, *, missing: bool = False
+) -> str:
+    """Where the values at ``locs`` came from: one origin when they share it, else each
+    setting's (``supervision.initial_backoff_ms: in <file>; supervision.max_backoff_ms:
+    default``); empty for none."""
+    found = {dotted(loc): origin_of(loc, toml_path, overrides, missing=missing) for loc in locs}
+    if len(set(found.values())) == 1:
+        return next(iter(found.values()))
+    return "; ".join(f"{name}: {origin}" for name, origin in found.items())
+
+
+def _at_fault(error: ErrorDetails) -> tuple[Loc, bool]:
+    """Where the value a pydantic error is about sits, and whether it is missing there: its
+    location, but a union's tag for an error of the tag (a route's ``kind``: the table may
+    merge several sources, the tag is one's)."""
+    at = tuple(error["loc"])
+    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        tag = str((error.get("ctx") or {}).get("discriminator", ""))
+        if len(tag) > 2 and tag[0] == tag[-1] == "'":  # a field's name (a callable's is not quoted)
+            return (*at, tag[1:-1]), error["type"] == "union_tag_not_found"
+    return at, error["type"] == "missing"
 
 
 class ConfigError(Exception):
@@ -115,9 +227,17 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     except ValidationError as err:
         lines = ["invalid configuration:"]
         for e in err.errors():
-            loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            origin = f" ({origin_of(tuple(e['loc']), toml_path, overrides)})" if e["loc"] else ""
-            lines.append(f"  - {loc}: {e['msg']}{origin}")
+            at = tuple(e["loc"])
+            problem = (e.get("ctx") or {}).get("error")
+            if isinstance(problem, SettingsProblem):
+                origin = _origins([(*at, *loc) for loc in problem.settings], toml_path, overrides)
+            elif at:
+                fault, missing = _at_fault(e)
+                origin = _origins([fault], toml_path, overrides, missing=missing)
+            else:
+                origin = ""
+            label = ".".join(str(p) for p in at) or "(top level)"
+            lines.append(f"  - {label}: {e['msg']}" + (f" ({origin})" if origin else ""))
         raise ConfigError("\n".join(lines)) from None
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {toml_path}: {err}") from None

@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from curaflow.config.api import ApiSettings
+from curaflow.config.base import Loc, dotted
 from curaflow.config.budgets import SOURCE_HEARTBEAT_FLOOR_MS, BudgetSettings
 from curaflow.config.checks import (
     check_durations,
@@ -54,6 +55,25 @@ DEFAULT_FOREIGN_QUEUE_WAIT_MS = 20_000
 #: The least :attr:`Settings.foreign_queue_wait_ms`: a run's first workflow task reaches a
 #: polling worker within moments; a shorter wait would only race Temporal's poller list.
 FOREIGN_QUEUE_WAIT_FLOOR_MS = 1_000
+
+
+#: Keys still read under their former name: former → current (the current one wins when
+#: both are given).
+FORMER_KEYS: dict[str, str] = {"max_fallback_stages": "max_fallback_passes"}
+
+
+def former_keys(data: Any) -> Any:
+    """``data`` (the settings' raw input, or one source's) with each key of
+    :data:`FORMER_KEYS` read under its current name; anything but a dict is returned
+    untouched."""
+    if not isinstance(data, dict) or not any(key in data for key in FORMER_KEYS):
+        return data
+    data = dict(data)
+    for former, current in FORMER_KEYS.items():
+        if former in data:
+            value = data.pop(former)
+            data.setdefault(current, value)
+    return data
 
 
 def _default_routes() -> dict[str, Any]:
@@ -129,11 +149,7 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _former_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "max_fallback_stages" in data:
-            data = dict(data)
-            value = data.pop("max_fallback_stages")
-            data.setdefault("max_fallback_passes", value)
-        return data
+        return former_keys(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -159,33 +175,42 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_example_secrets(self) -> Settings:
-        refuse_example_secrets(self.secrets())
+        refuse_example_secrets(self.secret_settings())
         return self
 
-    def secrets(self) -> list[tuple[str, str]]:
-        """Every secret setting that is set, as ``(dotted name, value)``: the API token, the
-        Pixiv refresh tokens, the database URL's password and each route's secrets."""
+    def secret_settings(self) -> list[tuple[Loc, str, str]]:
+        """Every secret setting that is set, as ``(where, dotted name, value)``: the API
+        token, the Pixiv refresh tokens, the database URL's password and each route's and
+        source's secrets."""
         from urllib.parse import urlsplit
 
-        found: list[tuple[str, SecretStr | str | None]] = [
-            ("api.token", self.api.token),
-            ("pixiv.refresh_token", self.pixiv.refresh_token),
+        found: list[tuple[Loc, str | None, SecretStr | str | None]] = [
+            (("api", "token"), None, self.api.token),
+            (("pixiv", "refresh_token"), None, self.pixiv.refresh_token),
         ]
-        found += [(f"pixiv.accounts.{a}.refresh_token", acc.refresh_token) for a, acc in self.pixiv.accounts.items()]
+        found += [
+            (("pixiv", "accounts", a, "refresh_token"), None, acc.refresh_token)
+            for a, acc in self.pixiv.accounts.items()
+        ]
         if self.database.url:
             with contextlib.suppress(ValueError):
-                found.append(("database.url (password)", urlsplit(self.database.url).password))
+                found.append((("database", "url"), "database.url (password)", urlsplit(self.database.url).password))
         for section, entries in (("routes", self.routes), ("sources", self.sources)):
             for name, entry in entries.items():
                 for key in type(entry).model_fields:
                     value = getattr(entry, key)
                     if isinstance(value, SecretStr):
-                        found.append((f"{section}.{name}.{key}", value))
+                        found.append(((section, name, key), None, value))
         return [
-            (name, value.get_secret_value() if isinstance(value, SecretStr) else value)
-            for name, value in found
+            (loc, name or dotted(loc), value.get_secret_value() if isinstance(value, SecretStr) else value)
+            for loc, name, value in found
             if value is not None
         ]
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """Every secret setting that is set, as ``(dotted name, value)``
+        (:meth:`secret_settings` without where each sits)."""
+        return [(name, value) for _, name, value in self.secret_settings()]
 
     @model_validator(mode="after")
     def _check_references(self) -> Settings:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from curaflow.config.base import Section
+from curaflow.config.base import Section, SettingsProblem
 from curaflow.domain.text import setting_path
 
 if TYPE_CHECKING:
@@ -90,7 +90,10 @@ class TemporalSettings(Section):
     @model_validator(mode="after")
     def _versioning_complete(self) -> TemporalSettings:
         if (self.deployment_name is None) != (self.build_id is None):
-            raise ValueError("temporal.deployment_name and temporal.build_id go together (Worker Versioning)")
+            raise SettingsProblem(
+                "temporal.deployment_name and temporal.build_id go together (Worker Versioning)",
+                [("deployment_name",), ("build_id",)],
+            )
         return self
 
     @model_validator(mode="after")

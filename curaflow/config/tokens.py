@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
+from curaflow.config.base import Loc, SettingsProblem
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -28,24 +30,28 @@ def read_stored_tokens(pixiv: PixivSettings, state_dir: Path) -> None:
         state_dir: the resolved state directory.
 
     Raises:
-        ValueError: a token holds whitespace or an unprintable character inside.
+        SettingsProblem: a token holds whitespace or an unprintable character inside
+            (naming its setting; a stored token is no setting's).
     """
     from curaflow.sources.pixiv.login import stored_token
 
-    def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+    def cleaned(token: SecretStr | None, field: str, at: Loc | None = None) -> SecretStr | None:
         if token is None:
             return None
         value = token.get_secret_value().strip().lstrip("\ufeff").strip()
         if not value:
             return None
         if not value.isprintable() or any(c.isspace() for c in value):
-            raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            raise SettingsProblem(
+                f"{field} holds whitespace or an unprintable character inside the token", [at] if at else []
+            )
         return SecretStr(value)
 
-    pixiv.refresh_token = cleaned(pixiv.refresh_token, "pixiv.refresh_token")
+    pixiv.refresh_token = cleaned(pixiv.refresh_token, "pixiv.refresh_token", ("pixiv", "refresh_token"))
     if pixiv.refresh_token is None and (found := stored_token(state_dir, "default")):
         pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
     for name, account in pixiv.accounts.items():
-        account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+        at: Loc = ("pixiv", "accounts", name, "refresh_token")
+        account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token", at)
         if account.refresh_token is None and (found := stored_token(state_dir, name)):
             account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
