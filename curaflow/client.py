@@ -109,7 +109,7 @@ class NoCandidateError(ProtocolRefusal):
 
 
 class SourceError(ProtocolRefusal):
-    """``source_error``: an upstream (Pixiv) network, HTTP, download or metadata failure."""
+    """``source_error``: an upstream (the source's) network, HTTP, download or metadata failure."""
 
     code = "source_error"
 

@@ -12,20 +12,21 @@ accounts and routes.
   the pause and the cooldown and releases the works held back from it, once the route
   was fixed.
 * ``curaflow unavailable list [--json]`` — works found gone (404, deleted) and skipped
-  without a request until their time runs out (``pixiv.unavailable_ttl_ms``), and works
-  only *held* back on an answer not recognised as theirs (a 403, an image 404 the work's
-  detail does not confirm, a page that is no image:
-  ``pixiv.unrecognised_hold_ms``; column ``as``, ``held`` in JSON);
+  without a request until their time runs out (the account's ``unavailable_ttl_ms``), and
+  works only *held* back on an answer not recognised as theirs (a 403, an image 404 the
+  work's detail does not confirm, a page that is no image: the account's
+  ``unrecognised_hold_ms``; column ``as``, ``held`` in JSON);
   ``curaflow unavailable clear [WORK_ID] [--account A] [--held]`` forgets them now
   (``--held``: only the held ones, once the way to the source is fixed);
 * ``curaflow frontiers list [--json]`` — each target's scan frontier: how far its jobs
   know its results (the source's own memory, stored as it left it; Pixiv's is described
   by :func:`curaflow.sources.pixiv.frontier.describe`); ``curaflow frontiers reset
   TARGET`` (or ``--all``) forgets it: the target's next job reads from the top.
-* ``curaflow accounts list [--json]`` — each Pixiv account's gate: paused (restricted by
-  Pixiv) until when, rate-limit cooldown, and, neither running, its next slot when it
-  lies ahead (a request waits for it: ``next_at``); ``curaflow accounts resume ACCOUNT``
-  lifts a pause once the account was checked.
+* ``curaflow accounts list [--json]`` — each account's gate (every source instance a
+  target's account can name): paused (restricted by its source) until when, rate-limit
+  cooldown, and, neither running, its next slot when it lies ahead (a request waits for
+  it: ``next_at``); ``curaflow accounts resume ACCOUNT`` lifts a pause once the account
+  was checked.
 
 They only need the ledger: ``DATABASE_URL`` (``database.url``), else the running
 ``curaflow dev`` stack of the state directory, else the embedded PostgreSQL of the state
@@ -77,7 +78,10 @@ T = TypeVar("T")
 refusals_app = typer.Typer(rich_markup_mode="markdown", help="Works a route refused for good (never re-offered).")
 unavailable_app = typer.Typer(rich_markup_mode="markdown", help="Works found unavailable, skipped for a while.")
 frontiers_app = typer.Typer(rich_markup_mode="markdown", help="Targets' scan frontiers: what their jobs know.")
-accounts_app = typer.Typer(rich_markup_mode="markdown", help="Pixiv accounts' gates: pauses and cooldowns.")
+accounts_app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Source accounts' gates (every source instance a target's account can name): pauses and cooldowns.",
+)
 routes_app = typer.Typer(
     rich_markup_mode="markdown", help="Routes' gates: paused as broken, cooling down, refusal streaks."
 )
@@ -187,8 +191,8 @@ def frontiers_list(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """List each target's scan frontier: what its jobs know of its results (for Pixiv: the
-    newest and last work of its known run, a capped scan's stop)."""
+    """List each target's scan frontier: what its jobs know of its results (the source's own
+    memory; for a Pixiv account: the newest and last work of its known run, a capped scan's stop)."""
     rows = _run(config, lambda _s, pool: ledger_frontiers.list_frontiers(pool))
     if as_json:
         _print_json([asdict(r) for r in rows])
@@ -243,7 +247,9 @@ def unavailable_list(
 @unavailable_app.command("clear")
 def unavailable_clear(
     work_id: str | None = typer.Argument(None, help="The work; omit to clear every one (of --account)."),
-    account: str | None = typer.Option(None, "--account", help="Only this Pixiv account."),
+    account: str | None = typer.Option(
+        None, "--account", help="Only this account's works (the name of a source instance a target's account names)."
+    ),
     held: bool = typer.Option(
         False, "--held", help="Only works held back on an answer not recognised as theirs (after fixing the source)."
     ),
@@ -269,8 +275,9 @@ def accounts_list(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Each configured Pixiv account's gate: paused (restricted) until, cooling down until,
-    and (neither running) its next slot when a request would wait for it."""
+    """Each configured account's gate (every source instance a target's account can name):
+    paused (restricted by its source) until, cooling down until, and (neither running) its
+    next slot when a request would wait for it."""
 
     async def body(settings: Settings, pool: asyncpg.Pool) -> list[dict[str, Any]]:
         rows = []
@@ -321,11 +328,14 @@ def accounts_list(
 @accounts_app.command("resume")
 def accounts_resume(
     account: str = typer.Argument(
-        ..., help="The Pixiv account (`default`, or a key of pixiv.accounts) or a [sources] instance."
+        ...,
+        help="The account: the name of a source instance (for a Pixiv account, `default` or a key of "
+        "pixiv.accounts; else the name of its [sources] entry).",
     ),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Lift the pause of an account Pixiv restricted, once you checked it at pixiv.net."""
+    """Lift the pause of an account its source restricted, once you checked the account (for a
+    Pixiv account: at pixiv.net)."""
 
     async def body(settings: Settings, pool: asyncpg.Pool) -> bool | None:
         if account not in settings.source_configs():  # a Pixiv account or a [sources] instance

@@ -35,9 +35,10 @@ curaflow additions for delivery routes that are not TelePost:
 * ``route_paused``: the route refused several different works in a row with the same
   answer, so curaflow stopped sending on it for a cool-down (``delivery.route_pause_ms``,
   or until ``curaflow routes resume``): nothing was sent, no work is used up;
-* ``account_restricted``: Pixiv answered a search of the account with "Your access is
-  currently restricted." — the account, not one work. A retry cannot lift it, so it is
-  not retryable; the account's requests are paused (``pixiv.restriction_pause_ms``) and
+* ``account_restricted``: the source restricted the account's access (Pixiv: it answered
+  a search of the account with "Your access is currently restricted.") — the account, not
+  one work. A retry cannot lift it, so it is not retryable; the account's requests are
+  paused (``pixiv.restriction_pause_ms`` for a Pixiv account) and
   an operator must look at the account. Protocol code ``auth_error`` (the closest of the
   closed enum: "the operator must act before a retry can help");
 * ``configuration_mismatch``: the worker that took a step does not know the route or the
@@ -216,26 +217,26 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.ACQUISITION,
         True,
         "no_candidate",
-        "本次扫描已达上限（pixiv.max_examined）仍未找到新作品，但还有更多结果；"
-        "下一次任务会从停下的位置继续，或调高 pixiv.max_examined。",
-        "This job examined pixiv.max_examined works without finding a new one, though more remain; the next job "
-        "continues from where it stopped (or raise pixiv.max_examined).",
+        "本次扫描已达该账号的上限（max_examined）仍未找到新作品，但还有更多结果；"
+        "下一次任务会从停下的位置继续，或调高该账号的 max_examined。",
+        "This job examined the account's max_examined works without finding a new one, though more remain; the "
+        "next job continues from where it stopped (or raise the account's max_examined).",
     ),
     R.SOURCE_UNUSABLE: ReasonInfo(
         Origin.ACQUISITION,
         True,
         "source_error",
-        "来源返回的新作品全部无法使用（如图片地址不在其图片服务器上，或被其拒绝）：是来源的回答变了；请检查来源及其图片服务器设置（pixiv.image_url）。",
+        "来源返回的新作品全部无法使用（如图片地址不在其图片服务器上，或被其拒绝）：是来源的回答变了；请检查来源，以及到其图片服务器的访问设置。",
         "Every new work the source returned was unusable (e.g. image URLs off its image host, or refused by it): its "
-        "answers changed, not the works; check the source and its image host (pixiv.image_url).",
+        "answers changed, not the works; check the source and the way to its image host.",
         owner=Owner.SOURCE,
     ),
     R.DOWNLOAD_TIMEOUT: ReasonInfo(
         Origin.DOWNLOAD,
         True,
         "source_error",
-        "图片下载超时；请检查到 Pixiv 图片服务器的网络后重试。",
-        "Downloading the image timed out; check the network to Pixiv's image server, then retry.",
+        "图片下载超时；请检查到来源图片服务器的网络后重试。",
+        "Downloading the image timed out; check the network to the source's image host, then retry.",
         owner=Owner.SOURCE,
     ),
     R.DOWNLOAD_FAILED: ReasonInfo(
@@ -251,40 +252,41 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         True,
         "source_error",
         "获取作品信息失败；请稍后重试。",
-        "Fetching the work's information from Pixiv failed; retry later.",
+        "Fetching the work's information from the source failed; retry later.",
         owner=Owner.SOURCE,
     ),
     R.RATE_LIMITED: ReasonInfo(
         Origin.ACQUISITION,
         True,
         "quota_exceeded",
-        "Pixiv 对此账号限流，冷却结束后再试，或降低请求频率。",
-        "Pixiv is rate limiting this account; retry after the cooldown, or lower the request rate.",
+        "来源对此账号限流，冷却结束后再试，或降低请求频率。",
+        "The source is rate limiting this account; retry after the cooldown, or lower the request rate.",
         owner=Owner.ACCOUNT,
     ),
     R.AUTH_FAILED: ReasonInfo(
         Origin.ACQUISITION,
         False,
         "auth_error",
-        "Pixiv 拒绝了登录；请设置新的 refresh token（PIXIV_REFRESH_TOKEN）后重试。",
-        "Pixiv rejected the login; set a new refresh token (PIXIV_REFRESH_TOKEN), then retry.",
+        "来源拒绝了此账号的凭据；请设置新的凭据后重试（Pixiv：新的 refresh token，curaflow pixiv login）。",
+        "The source refused the account's credentials; set new ones, then retry (for a Pixiv account: a new "
+        "refresh token, from curaflow pixiv login or PIXIV_REFRESH_TOKEN).",
         owner=Owner.ACCOUNT,
     ),
     R.ACCOUNT_RESTRICTED: ReasonInfo(
         Origin.ACQUISITION,
         False,
         "auth_error",
-        "Pixiv 限制了此账号的访问，其请求已暂停；请登录 pixiv.net 查看通知，或让目标改用其他账号。",
-        "Pixiv restricted this account's access and its requests are paused; sign in at pixiv.net to read "
-        "the notice, or move the target to another account.",
+        "来源限制了此账号的访问，其请求已暂停；请检查该账号（Pixiv：登录 pixiv.net 查看通知），或让目标改用其他账号。",
+        "The source restricted this account's access and its requests are paused; check the account (for a "
+        "Pixiv account: sign in at pixiv.net to read the notice), or move the target to another account.",
         owner=Owner.ACCOUNT,
     ),
     R.REMOTE_HTTP_ERROR: ReasonInfo(
         Origin.ACQUISITION,
         True,
         "source_error",
-        "Pixiv 服务器返回了错误；请稍后重试。",
-        "The Pixiv server answered with an error; retry later.",
+        "来源服务器返回了错误；请稍后重试。",
+        "The source's server answered with an error; retry later.",
         owner=Owner.SOURCE,
     ),
     R.DELIVERY_FAILED: ReasonInfo(
@@ -333,8 +335,8 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.EXECUTION,
         True,
         "source_error",
-        "连接 Pixiv 时网络出现问题；请检查网络后重试。",
-        "A network problem interrupted the connection to Pixiv; check the network, then retry.",
+        "连接来源时网络出现问题；请检查网络后重试。",
+        "A network problem interrupted the connection to the source; check the network, then retry.",
         owner=Owner.SOURCE,
     ),
     R.EXECUTION_TIMEOUT: ReasonInfo(

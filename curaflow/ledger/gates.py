@@ -285,7 +285,7 @@ async def record_success(pool: asyncpg.Pool, gate: str, *, decay_after: int) -> 
 
 
 async def pause(pool: asyncpg.Pool, gate: str, *, pause_ms: int, reason: str) -> int:
-    """Pause the gate for ``pause_ms`` (an account Pixiv restricted); returns the pause in ms.
+    """Pause the gate for ``pause_ms`` (an account its source restricted); returns the pause in ms.
 
     An existing longer pause is kept. ``reason`` is recorded for operators
     (``curaflow accounts``).

@@ -135,7 +135,8 @@ SOURCE_DAYS_NOT_FULLY_PAGED = Counter(
 )
 SOURCE_ACCOUNT_PAUSED = Counter(
     "curaflow_source_account_paused_total",
-    "Times a Pixiv account was paused because Pixiv answered 'Your access is currently restricted.'.",
+    "Times an account (any source instance a target's account names) was paused because its source "
+    "restricted the account's access (for a Pixiv account: the answer 'Your access is currently restricted.').",
     ["account"],
 )
 SOURCE_UNRECOGNISED_ANSWERS = Counter(
@@ -143,13 +144,14 @@ SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "Works skipped on an answer of the source not recognised as the work's (the image host "
     "answering 403, or 404/410 for a work its detail does not say is gone, a page that is no image): "
     "the same answer would come for any work while it "
-    "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only. Counted once the hold "
+    "lasts, so each such work is held back for the account's unrecognised_hold_ms only "
+    "(pixiv.unrecognised_hold_ms, or sources.<name>.unrecognised_hold_ms). Counted once the hold "
     "is committed: once per hold, none for a hold a live verdict about the work outlasts. Kind "
     "'invalid': items of a search page in a shape curaflow does not read (a renamed field, an id not "
     "of the source's shape, a value never seen), each examined 'invalid' for its job, counted once "
     "the scan's checkpoint or result holding it is committed. Kind 'attempts_spent': a work whose cell's "
     "last fetch attempt failed on the source's failure (a file cut short, a 5xx or a timeout on every "
-    "attempt), held back for pixiv.unrecognised_hold_ms so the target's next job binds another.",
+    "attempt), held back for the account's unrecognised_hold_ms so the target's next job binds another.",
     ["account", "kind"],
 )
 #: The kinds an unrecognised answer is counted under: any of
@@ -170,7 +172,7 @@ UNRECOGNISED_ANSWER_KINDS = (
 INVALID_LISTED_KIND = "invalid"
 #: The kind a work is counted under when its cell's last fetch attempt failed on a
 #: failure of the source's, not recognised as the work's (a file cut short, a 5xx or a
-#: timeout every attempt): the work held back for ``pixiv.unrecognised_hold_ms`` so the
+#: timeout every attempt): the work held back for the account's ``unrecognised_hold_ms`` so the
 #: target's next job binds its next candidate (:func:`activities.fetch.holds_back`).
 ATTEMPTS_SPENT_KIND = "attempts_spent"
 ROUTE_REFUSALS = Counter(
@@ -580,7 +582,7 @@ def record_skipped_day(account: str) -> None:
 
 @_safe
 def record_account_paused(account: str) -> None:
-    """Count an account paused after Pixiv restricted it."""
+    """Count an account (any source instance) paused after its source restricted it."""
     SOURCE_ACCOUNT_PAUSED.labels(account=account).inc()
 
 

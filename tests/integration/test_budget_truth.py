@@ -66,7 +66,7 @@ async def test_a_deadline_reached_during_a_download_ends_deadline_exceeded(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
     # Seen from outside: failed / source_error / download_timeout, "check the network to
-    # Pixiv's image server", retryable. The download was cut by the job's own deadline.
+    # the source's image host", retryable. The download was cut by the job's own deadline.
     stack = make_stack(config(replay, directory(tmp_path), delivery={"source_max_attempts": 1}))
     replay.faults.slow_images_s = 30  # the image body pauses mid-way past the deadline
     await stack.start_worker()
@@ -80,7 +80,7 @@ async def test_a_deadline_reached_during_a_download_ends_deadline_exceeded(
     assert (cell.state, cell.reason) == ("failed", "execution_timeout"), (cell.reason, cell.reason_message)
     error = error_of(record)
     assert (error["code"], error["retryable"]) == ("deadline_exceeded", True)
-    assert "image server" not in error["message"]
+    assert "image host" not in error["message"]  # not download_timeout's message
     assert any("/i/" in line for line in replay.log)  # the deadline did reach the download
 
 

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES, exported_metric_names
+from tests.source_kinds import kinds_said
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -911,21 +912,6 @@ def test_every_rule_names_only_metrics_curaflow_exports() -> None:
         assert "$value" not in json.dumps(rule.get("annotations", {}))
 
 
-def kinds_said(text: str, kinds: set[str]) -> set[str]:
-    """The source kinds ``text`` says something happened at: a kind's name as a word, once
-    what only names a case is set aside — a setting (``pixiv.min_interval_ms``), a variable
-    (``PIXIV_REFRESH_TOKEN``), a command (``curaflow pixiv login``), a case named as one
-    ("for a Pixiv account")."""
-    said: set[str] = set()
-    for kind in kinds:
-        word = re.escape(kind)
-        rest = re.sub(rf"\b{word}\.[\w.<>-]+|\b{word.upper()}_[A-Z_]+\b|\bcuraflow {word} \w+", " ", text)
-        rest = re.sub(rf"\bfor an? {word} account\b", " ", rest, flags=re.IGNORECASE)
-        if re.search(rf"\b{word}\b", rest, flags=re.IGNORECASE):
-            said.add(kind)
-    return said
-
-
 def test_no_alert_says_a_source_kind_its_expression_does_not_select() -> None:
     """A report never says more than what happened: an account of any source kind (a Pixiv
     account, a ``[sources]`` instance) pages the source alerts, and no series they read
@@ -945,15 +931,6 @@ def test_no_alert_says_a_source_kind_its_expression_does_not_select() -> None:
         if not re.search(rf'=~?"[^"]*\b{re.escape(kind)}\b', rule["expr"])
     }
     assert wrong == set()
-
-
-def test_kinds_said_tells_a_statement_from_a_case() -> None:
-    known = {"pixiv"}
-    assert kinds_said("Pixiv refused the account", known) == {"pixiv"}
-    assert kinds_said("Pixiv account x is rate limited", known) == {"pixiv"}
-    assert kinds_said("an id not of Pixiv's shape", known) == {"pixiv"}
-    assert kinds_said("lower its min_interval_ms (pixiv.min_interval_ms for a Pixiv account)", known) == set()
-    assert kinds_said("set PIXIV_REFRESH_TOKEN or run curaflow pixiv login", known) == set()
 
 
 def test_every_counter_alert_is_tried_under_missed_scrapes_and_restarts() -> None:

@@ -116,7 +116,7 @@ async def test_the_page_read_again_does_not_end_the_fallback_passes() -> None:
     before, a pass that read its revisit page (30 works) and two works after the mark —
     its candidate among them — reported fetched 32, so at a cap of 10 a candidate found
     unavailable at fetch time got no wider pass, and the cell ended ``scan_capped`` ("examined
-    pixiv.max_examined works without finding a new one") though it examined 2."""
+    the account's max_examined works without finding a new one") though it examined 2."""
     from curaflow.domain.fallback import another_pass
     from curaflow.domain.reasons import TerminalReason
     from curaflow.domain.verdicts import no_candidate_verdict
