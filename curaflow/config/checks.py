@@ -4,9 +4,11 @@ every duration one its parts can honour, every pair of bounds in order)."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Protocol
 
 from pydantic import BaseModel, SecretStr
@@ -166,6 +168,53 @@ ORDERED_SETTINGS: tuple[OrderedPair, ...] = (
         "written); inverted, every work with a day was filtered out, every job of the target found nothing",
     ),
 )
+
+#: A day as a target's date filters take it: ``YYYY-MM-DD`` in ASCII digits — what Pixiv's
+#: app-api takes for a search's ``start_date`` / ``end_date`` (anything else is an error:
+#: reference ``pixiv-and-delivery-apis.md`` §2.2) and what the date filter of every source
+#: compares a work's day (``create_date[:10]``) with, as written
+#: (:func:`curaflow.sources.filters.reject_reason`).
+DAY_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: The settings of a target's ``filters`` that are days (:func:`check_days`).
+DAY_SETTINGS = ("start_date", "end_date")
+
+
+def day_problem(value: str) -> str | None:
+    """What keeps ``value`` from being a day of :data:`DAY_PATTERN` that the calendar has,
+    or None (``"month must be in 1..12"``, ``"day is out of range for month"``)."""
+    if not DAY_PATTERN.fullmatch(value):
+        return "not of that form"
+    try:
+        date.fromisoformat(value)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def check_days(targets: Sequence[TargetConfig]) -> None:
+    """Refuse every date filter of a target (:data:`DAY_SETTINGS`) that is not a day
+    ``YYYY-MM-DD`` of the calendar (:func:`day_problem`), naming the target, the setting
+    and its value. Run before :func:`check_ordered`, which compares the two as written.
+    Until 2026-12-07 any text loaded: ``"yesterday"`` filtered out every work with a day
+    (a word compared with days) and was sent to Pixiv with each search, which refuses it.
+
+    Raises:
+        SettingsProblem: naming every such setting.
+    """
+    found = [
+        (
+            loc,
+            f"{dotted(loc)} ({value!r}) of target {target.id!r} is not a day YYYY-MM-DD ({problem}): the date "
+            "filter compares a work's day with it as written, and Pixiv's search takes no other form",
+        )
+        for index, target in enumerate(targets)
+        for key in DAY_SETTINGS
+        if (value := getattr(target.filters, key)) is not None and (problem := day_problem(value))
+        for loc in [("targets", index, "filters", key)]
+    ]
+    if found:
+        raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
+
 
 #: The longest Pixiv account name, in bytes of UTF-8 (85 CJK characters, 255 ASCII ones). A
 #: name is part of its source task queue (``<task_queue>-source-<name>``), which keys the

@@ -23,6 +23,7 @@ from curaflow.config.api import ApiSettings
 from curaflow.config.base import Loc, dotted
 from curaflow.config.budgets import SOURCE_HEARTBEAT_FLOOR_MS, BudgetSettings
 from curaflow.config.checks import (
+    check_days,
     check_durations,
     check_ordered,
     check_references,
@@ -216,7 +217,8 @@ class Settings(BaseSettings):
     def _check_references(self) -> Settings:
         check_references(self)
         check_durations(self)
-        check_ordered(self)
+        check_days(self.targets)
+        check_ordered(self)  # after check_days: it compares the days as written
         self.state_dir = self.state_dir.expanduser().resolve()
         if self.artifacts_dir is None:
             self.artifacts_dir = self.state_dir / "artifacts"
