@@ -228,7 +228,7 @@ async def test_a_scan_cap_is_its_own_reason_and_the_next_job_goes_on(
     assert record.business_status == "no_candidate"  # not "duplicate_only": nothing says the query is spent
     error = project_job(record)["error"]
     assert error["code"] == "no_candidate" and error["retryable"] is True
-    assert "pixiv.max_examined" in error["message"] and "add tags" not in error["message"]
+    assert "the account's max_examined" in error["message"] and "add tags" not in error["message"]
 
     # the next job goes on from where the capped one stopped
     record, pages = await run_job(stack, replay, query)
