@@ -218,10 +218,12 @@ def submit(
     """Submit a candidate_search task to the API (202 accepted, 200 replayed).
 
     Exits 2 before sending anything when neither ``--tags`` nor ``--target`` is given:
-    the Task needs a query unless ``target_id`` names a configured target (the rule of
-    :class:`curaflow.protocol.models.tasks.CandidateSearchParams`, which the API answers
-    with ``params.query is required``).
+    the Task needs a query unless ``target_id`` names a configured target (the API answers
+    ``params.query is required``).
     """
+    # The docstring is the command's --help (no cross-reference roles there,
+    # tests/unit/test_cli_help.py); the rule is CandidateSearchParams's
+    # (curaflow.protocol.models.tasks).
     if not tags and target is None:
         error(
             "nothing to search for: give --tags TAG (repeat for several; AND) or --target ID "

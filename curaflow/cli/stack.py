@@ -246,8 +246,10 @@ def api(
     Exit status (docs/operations.md, "Exit status"): 2 when it cannot start — the
     configuration is incomplete, the port is taken (``--port`` / ``api.port``), PostgreSQL
     does not answer at start; 3 when a background loop of the API (reconciler, LISTEN
-    connection, workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
+    connection, workflow starter) cannot recover.
     """
+    # The docstring is the command's --help (no cross-reference roles there,
+    # tests/unit/test_cli_help.py); the statuses are curaflow.observability.supervision's.
     import uvicorn
 
     from curaflow.api.app import begin_shutdown, create_app
