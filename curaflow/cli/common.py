@@ -130,9 +130,9 @@ def temporal_service_or_exit(settings: Settings) -> TemporalService:
         return TemporalService(settings.temporal.address, configured=True)
     info = read_stack_info(settings.state_dir)
     if info is None:
-        err_console.print(
-            "[red]no Temporal service: set TEMPORAL_ADDRESS (or temporal.address), "
-            f"or run `curaflow dev` for the state directory {settings.state_dir}[/red]"
+        error(
+            "no Temporal service: set TEMPORAL_ADDRESS (or temporal.address), "
+            f"or run `curaflow dev` for the state directory {settings.state_dir}"
         )
         raise typer.Exit(2)
     return TemporalService(info.temporal_address, configured=False, database_url=info.database_url)
@@ -248,7 +248,7 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
                 raise typer.Exit(2) from None
             settings = stack.settings
     elif not settings.temporal.address or not settings.database.url:
-        err_console.print("[red]set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)[/red]")
+        error("set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)")
         raise typer.Exit(2)
     try:
         assert settings.database.url and settings.temporal.address

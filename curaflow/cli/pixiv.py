@@ -27,7 +27,7 @@ from typing import TypeVar
 import httpx
 import typer
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
 from curaflow.config import Settings
 from curaflow.sources.pixiv.client import PIXIV_API_URL
 from curaflow.sources.pixiv.login import (
@@ -84,11 +84,7 @@ def describe_source(settings: Settings, account: str) -> str:
 
 def _account_or_exit(settings: Settings, account: str) -> None:
     if account not in settings.accounts():
-        err_console.print(
-            f"unknown pixiv account {account!r} (configured: {', '.join(sorted(settings.accounts()))})",
-            style="red",
-            markup=False,
-        )
+        error(f"unknown pixiv account {account!r} (configured: {', '.join(sorted(settings.accounts()))})")
         raise typer.Exit(2)
 
 
@@ -102,7 +98,7 @@ def _with_http(settings: Settings, call: Callable[[httpx.AsyncClient], Awaitable
 
 
 def _fail(err: LoginError) -> typer.Exit:
-    err_console.print(err.message, style="red", markup=False, highlight=False)
+    error(err.message)
     return typer.Exit(2 if err.kind == "no_code" else 1)
 
 
@@ -145,12 +141,10 @@ def _check(account: str, config: Path | None, *, keep: bool) -> None:
     secret = settings.accounts()[account].refresh_token
     token = secret.get_secret_value().strip() if secret is not None else ""
     if not token:
-        err_console.print(
+        error(
             f"no refresh token for pixiv account {account}: run `curaflow pixiv login"
             + ("" if account == "default" else f" --account {account}")
-            + "`",
-            style="red",
-            markup=False,
+            + "`"
         )
         raise typer.Exit(2)
     from_file = token == stored_token(settings.state_dir, account)

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, error, out_console, settings_or_exit
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config.checks import MAX_SETTING_DAYS
 from curaflow.ledger import retention
@@ -50,7 +50,7 @@ def prune(
     settings = settings_or_exit(config)
     days = older_than_days or settings.retention.days
     if days is None:
-        err_console.print("[red]give --older-than-days N, or set retention.days in the configuration[/red]")
+        error("give --older-than-days N, or set retention.days in the configuration")
         raise typer.Exit(2)
     configure_logging("WARNING", settings.observability.log_json)
     assert settings.artifacts_dir is not None

@@ -54,7 +54,6 @@ from curaflow.cli.common import (
     EXIT_LEDGER_UNREACHABLE,
     LEDGER_CONFIGURED,
     ConfigOption,
-    err_console,
     error,
     fail,
     open_ledger,
@@ -166,7 +165,7 @@ def refusals_clear(
 ) -> None:
     """Forget a route's refusal of a work: the next job may offer it to that route again."""
     if (work_id is None) == (not all_works):
-        err_console.print("[red]give a WORK_ID, or --all (not both)[/red]")
+        error("give a WORK_ID, or --all (not both)")
         raise typer.Exit(2)
     cleared = _run(config, lambda _s, pool: memory.clear_refusals(pool, route=route, work_id=work_id))
     out_console.print(f"cleared {cleared} refusal{'s' if cleared != 1 else ''} of route {route}")
@@ -211,7 +210,7 @@ def frontiers_reset(
 ) -> None:
     """Forget a target's scan frontier: its next job reads its results from the top again."""
     if (target is None) == (not all_targets):
-        err_console.print("[red]give a TARGET, or --all (not both)[/red]")
+        error("give a TARGET, or --all (not both)")
         raise typer.Exit(2)
     cleared = _run(config, lambda _s, pool: ledger_frontiers.clear_frontiers(pool, target))
     out_console.print(f"reset {cleared} frontier{'s' if cleared != 1 else ''}")

@@ -72,17 +72,13 @@ def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
 
 
 def print_refusal(err: ProtocolError) -> None:
-    """Print an admission refusal on stderr: ``refused: <code>: <message> (key: value, …)``."""
+    """Print an admission refusal on stderr as one line (:func:`~curaflow.cli.common.error`):
+    ``refused: <code>: <message> (key: value, …)``."""
     detail = ", ".join(
         f"{key}: {', '.join(map(str, value)) if isinstance(value, list | tuple) else value}"
         for key, value in (err.detail or {}).items()
     )
-    err_console.print(
-        f"refused: {err.code}: {err.message}" + (f" ({detail})" if detail else ""),
-        style="red",
-        markup=False,
-        highlight=False,
-    )
+    error(f"refused: {err.code}: {err.message}" + (f" ({detail})" if detail else ""))
 
 
 def deliveries(settings: Settings, record: JobRecord) -> list[dict[str, Any]]:

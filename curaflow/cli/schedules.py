@@ -29,6 +29,7 @@ from curaflow.cli.common import (
     ConfigOption,
     check_namespace,
     err_console,
+    error,
     fail,
     out_console,
     settings_or_exit,
@@ -115,10 +116,10 @@ def sync(
     if not settings.schedules and not dry_run and not allow_empty:
         doomed = _run(settings, lambda c: plans.sync_schedules(c, settings, dry_run=True))
         if doomed:
-            err_console.print(
-                f"[red]no schedules configured: sync would delete {len(doomed)} schedule(s) "
+            error(
+                f"no schedules configured: sync would delete {len(doomed)} schedule(s) "
                 f"({', '.join(c.schedule_id for c in doomed)}). Check --config / $CURAFLOW_CONFIG, "
-                "or pass --allow-empty to delete them.[/red]"
+                "or pass --allow-empty to delete them."
             )
             raise typer.Exit(2)
     changes = _run(settings, lambda c: plans.sync_schedules(c, settings, dry_run=dry_run))

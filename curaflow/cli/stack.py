@@ -262,7 +262,7 @@ def api(
         settings = settings.model_copy(update={"api": settings.api.model_copy(update={"insecure": True})})
         err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
     if not settings.database.url or not settings.temporal.address:
-        err_console.print("[red]the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)[/red]")
+        error("the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
         raise typer.Exit(EXIT_CANNOT_START)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
 
@@ -317,7 +317,7 @@ def api(
     with contextlib.suppress(SystemExit):
         server.run(sockets=[sock])
     if not server.started:  # its start-up failed (PostgreSQL unreachable …): the log says why
-        err_console.print("[red]the API did not start: see the error above[/red]")
+        error("the API did not start: see the error above")
         raise typer.Exit(EXIT_CANNOT_START)
     if app.state.failure is not None:
         error(f"a background loop could not recover: {app.state.failure}")
@@ -346,7 +346,7 @@ def temporal_setup(
     settings = settings_or_exit(config)
     address = settings.temporal.address
     if not address:
-        err_console.print("[red]set TEMPORAL_ADDRESS (or temporal.address)[/red]")
+        error("set TEMPORAL_ADDRESS (or temporal.address)")
         raise typer.Exit(2)
     configure_logging("WARNING", settings.observability.log_json)
 

@@ -251,3 +251,57 @@ def test_an_api_that_cannot_serve_now_exits_3_not_the_refused_request_s_2(
         server.server_close()
     assert result.exit_code == exit_code, result.output
     assert code in result.output
+
+
+def test_a_refusal_of_curaflow_run_is_one_line_whatever_the_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow run --target nope`` printed ``refused: invalid_params: unknown target
+    'nope' (reason: unknown_target,`` and ``target_id: nope)`` on the next line: rich
+    wrapped the refusal at 80 columns (a newcomer's finding). A refusal is one line, as
+    every error of the command line is (:func:`curaflow.cli.common.error`)."""
+    from curaflow.cli import run as run_cli
+
+    def started(*args: object, **kwargs: object) -> object:
+        raise AssertionError("nothing may start")
+
+    monkeypatch.setattr(run_cli, "services", started)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    target = "a-target-nobody-configured-" + "x" * 60
+    result = CliRunner().invoke(app, ["run", "--target", target], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    refusal = next(line for line in result.output.splitlines() if line.startswith("refused:"))
+    assert refusal.endswith(f"(reason: unknown_target, target_id: {target})"), result.output
+
+
+@pytest.mark.parametrize("verb", ["login", "validate", "refresh"])
+def test_an_unknown_pixiv_account_is_named_on_one_line(
+    verb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow pixiv … --account`` with an account the configuration lacks says so on
+    one line, the configured accounts included, however long the name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    account = "an-account-nobody-configured-" + "y" * 60
+    result = CliRunner().invoke(app, ["pixiv", verb, "--account", account], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    assert f"unknown pixiv account {account!r} (configured: default)" in result.output.splitlines()
+
+
+def test_no_temporal_service_is_said_on_one_line_with_the_state_directory_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that needs Temporal, with none configured and no ``curaflow dev`` here,
+    names the state directory on the same line, its square brackets kept: the message was
+    rich markup, so ``[x]`` in a path was taken for a style tag, and it wrapped."""
+    state = tmp_path / ("a-long-directory-name-" + "z" * 50) / "[x]"
+    state.mkdir(parents=True)
+    monkeypatch.chdir(state)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
+    monkeypatch.delenv("CURAFLOW_TEMPORAL__ADDRESS", raising=False)
+    result = CliRunner().invoke(app, ["schedules", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 2, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("no Temporal service"))
+    assert line.endswith(f"run `curaflow dev` for the state directory {state / '.curaflow'}"), result.output
