@@ -46,6 +46,13 @@ def error(message: str) -> None:
     err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
 
 
+def warning(message: str) -> None:
+    """Print ``message`` on stderr in yellow as one line (never wrapped), without markup —
+    :func:`error`'s rule for what is not an error (``curaflow run``'s "gave up waiting",
+    ``temporal-setup``'s warnings)."""
+    err_console.print(message, style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``message`` on stderr as one line (never wrapped, no markup: :func:`error`)
     and exit ``code``."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
 from curaflow.client import (
@@ -139,7 +140,8 @@ def describe_event(event: models.Event) -> str:
 
 
 def job_table(job: models.Job) -> Table:
-    """A two-column table of a job's main fields."""
+    """A two-column table of a job's main fields; every value is text, never markup (a job id
+    or key ``k[b]`` is printed as it is)."""
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -164,7 +166,7 @@ def job_table(job: models.Job) -> Table:
     if job.error is not None:
         rows.append(("error", f"{job.error.code}: {job.error.message or ''}"))
     for name, value in rows:
-        table.add_row(name, value)
+        table.add_row(name, Text(value))
     return table
 
 
@@ -180,7 +182,7 @@ async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: boo
     """Stream the job's events to stderr under a live progress line; returns the final job."""
     progress = Progress(
         SpinnerColumn(),
-        TextColumn("[bold]{task.fields[job]}"),
+        TextColumn("{task.fields[job]}", style="bold", markup=False),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         console=err_console,
@@ -191,7 +193,7 @@ async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: boo
     with progress:
         task = progress.add_task(f"{job.status} · {stage}", job=job.job_id)
         async for event in api.follow(job.job_id, ack=ack):
-            progress.console.print(describe_event(event))
+            progress.console.print(describe_event(event), markup=False, highlight=False)
             payload = event.payload
             progress_info = (payload.model_extra or {}).get("progress") if payload else None
             if isinstance(progress_info, dict) and progress_info.get("stage"):
@@ -243,7 +245,7 @@ def submit(
         submission = await api.submit(task)
         job = submission.job
         word = "replayed" if submission.replayed else "accepted"
-        err_console.print(f"{word}: job [bold]{job.job_id}[/bold] ({job.status})")
+        err_console.print(Text.assemble(f"{word}: job ", (job.job_id, "bold"), f" ({job.status})"), soft_wrap=True)
         if not follow:
             print_job(job, as_json)
             return 0
@@ -312,7 +314,7 @@ def events(
         if as_json:
             print(event.model_dump_json(exclude_unset=True), flush=True)
         else:
-            out_console.print(describe_event(event), highlight=False)
+            out_console.print(describe_event(event), markup=False, highlight=False)
 
     async def action(api: CuraflowClient) -> int:
         if follow:

@@ -27,7 +27,7 @@ from typing import TypeVar
 import httpx
 import typer
 
-from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, error, out_console, settings_or_exit, warning
 from curaflow.config import Settings
 from curaflow.sources.pixiv.client import PIXIV_API_URL
 from curaflow.sources.pixiv.login import (
@@ -127,11 +127,9 @@ def login(account: str = AccountOption, config: Path | None = ConfigOption) -> N
     out_console.print(f"refresh token of account {account} stored in {path} (mode 0600)", markup=False)
     configured = settings.accounts()[account].refresh_token
     if configured is not None and configured.get_secret_value().strip():
-        err_console.print(
+        warning(
             "note: a refresh token is also set in the configuration or the environment "
-            "(pixiv.refresh_token / PIXIV_REFRESH_TOKEN) and takes precedence over the stored one",
-            style="yellow",
-            markup=False,
+            "(pixiv.refresh_token / PIXIV_REFRESH_TOKEN) and takes precedence over the stored one"
         )
 
 
@@ -158,11 +156,7 @@ def _check(account: str, config: Path | None, *, keep: bool) -> None:
         if info.refresh_token != token:
             out_console.print(f"Pixiv sent a new refresh token: stored in {token_path(settings.state_dir, account)}")
     elif keep and info.refresh_token != token:
-        err_console.print(
-            "Pixiv sent a new refresh token; the configured one is kept (it stays valid until Pixiv revokes it)",
-            style="yellow",
-            markup=False,
-        )
+        warning("Pixiv sent a new refresh token; the configured one is kept (it stays valid until Pixiv revokes it)")
 
 
 @app.command("refresh")

@@ -28,7 +28,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from curaflow.cli.common import ConfigOption, err_console, error, out_console, services, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, out_console, services, settings_or_exit, warning
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
@@ -79,6 +79,29 @@ def print_refusal(err: ProtocolError) -> None:
         for key, value in (err.detail or {}).items()
     )
     error(f"refused: {err.code}: {err.message}" + (f" ({detail})" if detail else ""))
+
+
+def print_summary(result: dict[str, Any], record: JobRecord) -> None:
+    """Print the outcome for a person on stdout: the job and its status, the business
+    status, each cell's work and each route's delivery and where it landed, the error.
+    Every value is printed as it is, never as markup: a job id or key, a route's name, a
+    directory's path or a third party's message may hold square brackets (``k[b]`` was
+    printed ``k``, ``[b]`` taken for bold)."""
+    job = result["job"]
+    out_console.print(Text.assemble("job ", (job["job_id"], "bold"), ": ", (job["status"], "bold")), soft_wrap=True)
+    lines: list[str] = []
+    if "business_status" in result:
+        lines.append(f"business status: {result['business_status']} — {result['user_message']['en']}")
+    for cell in record.cells:
+        if cell.work_id:
+            lines.append(f"target {cell.target_id}: work {cell.work_id} {cell.state}")
+        for landed in (d for d in result["deliveries"] if d["target_id"] == cell.target_id):
+            where = f" → {landed['location']}" if landed["location"] else ""
+            lines.append(f"  {landed['route']}: {landed['status']}{where}")
+    if job.get("error"):
+        lines.append(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
+    for line in lines:
+        out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def deliveries(settings: Settings, record: JobRecord) -> list[dict[str, Any]]:
@@ -185,28 +208,16 @@ async def run_job(
     if as_json:
         out_console.print_json(json.dumps(result, ensure_ascii=False))
     else:
-        out_console.print(f"job [bold]{job['job_id']}[/bold]: [bold]{job['status']}[/bold]")
-        if "business_status" in result:
-            out_console.print(f"business status: {result['business_status']} — {result['user_message']['en']}")
-        for cell in record.cells:
-            if cell.work_id:
-                out_console.print(f"target {cell.target_id}: work {cell.work_id} {cell.state}")
-            for landed in (d for d in result["deliveries"] if d["target_id"] == cell.target_id):
-                where = f" → {landed['location']}" if landed["location"] else ""
-                out_console.print(f"  {landed['route']}: {landed['status']}{where}", highlight=False)
-        if job.get("error"):
-            out_console.print(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
+        print_summary(result, record)
     if record.completed_at is None:
         if dead_worker is not None:
             error(f"the embedded worker exited; its log ({dead_worker}) ends with:")
             for line in dead_worker.read_text(errors="replace").splitlines()[-15:]:
                 err_console.print(line, markup=False, highlight=False, soft_wrap=True)  # a log line stays whole
-            err_console.print("[yellow]the job continues on the next stack start[/yellow]")
+            warning("the job continues on the next stack start")
             return 1
         where = " on the next stack start (`curaflow run` or `curaflow dev` here)" if own_stack else ""
-        err_console.print(
-            f"gave up waiting after {timeout_s:g}s; the job continues{where}", style="yellow", markup=False
-        )
+        warning(f"gave up waiting after {timeout_s:g}s; the job continues{where}")
         return 1
     return 0 if job["status"] == "succeeded" else 1
 
@@ -231,6 +242,6 @@ def run(
     try:
         code = asyncio.run(run_job(settings, tags, target, key, as_json, timeout))
     except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted; the job continues on the next stack start[/yellow]")
+        warning("interrupted; the job continues on the next stack start")
         code = 130
     raise typer.Exit(code)

@@ -24,6 +24,7 @@ from curaflow.cli.common import (
     settings_or_exit,
     temporal_errors,
     temporal_where,
+    warning,
 )
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
@@ -185,7 +186,7 @@ async def watch_dev_stack(stack: EmbeddedStack, stop: asyncio.Event, every_s: fl
         if stop.is_set():
             return
         for n, code in stack.revive_workers():
-            err_console.print(f"[yellow]worker {n} exited (status {code}); started again[/yellow]")
+            warning(f"worker {n} exited (status {code}); started again")
 
 
 def dev(
@@ -260,7 +261,7 @@ def api(
     settings = settings_or_exit(config)
     if insecure:
         settings = settings.model_copy(update={"api": settings.api.model_copy(update={"insecure": True})})
-        err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
+        warning("WARNING: --insecure: protected routes need no token")
     if not settings.database.url or not settings.temporal.address:
         error("the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
         raise typer.Exit(EXIT_CANNOT_START)
@@ -375,8 +376,8 @@ def temporal_setup(
         fail(f"temporal-setup failed: {err}".replace("\n", " "))
     state = "registered" if report.created_namespace else "exists"
     out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
-    for warning in report.warnings:
-        err_console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False)
+    for note in report.warnings:
+        warning(f"warning: {note}")
     for name, kind in report.attributes.items():
         mark = "added" if name in report.added_attributes else "ok"
         out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)

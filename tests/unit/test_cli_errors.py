@@ -305,3 +305,100 @@ def test_no_temporal_service_is_said_on_one_line_with_the_state_directory_as_it_
     assert result.exit_code == 2, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("no Temporal service"))
     assert line.endswith(f"run `curaflow dev` for the state directory {state / '.curaflow'}"), result.output
+
+
+def test_curaflow_submit_names_a_job_id_with_square_brackets_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accepted: job <id>`` was rich markup: a key ``k[b]`` (any text is a key) made the
+    line ``accepted: job demo@manual-k`` — ``[b]`` taken for bold — naming a job that is
+    not the one submitted."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    job_id = "demo@manual-k[b]x"
+    job = {
+        "protocol_version": "1",
+        "job_id": job_id,
+        "job_type": "candidate_search",
+        "status": "queued",
+        "idempotency_key": "k[b]x",
+        "created_at": 1796632734838,
+        "updated_at": 1796632734838,
+        "started_at": None,
+        "heartbeat_at": None,
+        "deadline_at": 1796634534838,
+        "lease_active": False,
+        "lease_expires_at": None,
+        "attempt": 0,
+        "progress": {"stage": "queued", "at": 1796632734838},
+        "events_url": f"/jobs/{job_id}/events",
+    }
+    body = json.dumps({"job": job}).encode()
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(202)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = CliRunner().invoke(
+            app, ["submit", "-t", "x", "--idempotency-key", "k[b]x", "--api-url", url], env={"COLUMNS": "80"}
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.output.splitlines()]
+    assert f"accepted: job {job_id} (queued)" in lines, result.output
+    assert f"job              {job_id}" in lines, result.output  # the job's table, too
+    assert "idempotency key  k[b]x" in lines, result.output
+
+
+def test_a_warning_is_one_line_and_keeps_square_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    """``curaflow run``'s ``gave up waiting after 25s; the job continues on the next stack
+    start (`curaflow run` or `curaflow dev` here)`` was wrapped at 80 columns (a newcomer's
+    finding), and ``temporal-setup``'s warnings were markup: a warning is one line, its text
+    as it is (:func:`curaflow.cli.common.warning`)."""
+    text = "gave up waiting after 25s; the job continues on the next stack start " + "[x] " * 20
+    common.warning(text)
+    assert capsys.readouterr().err == text + "\n"
+
+
+def test_curaflow_run_prints_the_outcome_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """``curaflow run``'s summary was rich markup: a key ``k[b]`` printed the job as
+    ``demo@manual-k``, a directory route's folder ``…/[out]/1`` lost ``[out]``."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from curaflow.cli.run import print_summary
+    from curaflow.domain.models import JobRecord
+
+    record = cast(JobRecord, SimpleNamespace(cells=[SimpleNamespace(target_id="demo", work_id="1", state="submitted")]))
+    result = {
+        "job": {"job_id": "demo@manual-k[b]x", "status": "succeeded"},
+        "business_status": "success",
+        "user_message": {"en": "The job completed [ok]."},
+        "deliveries": [{"target_id": "demo", "route": "out", "status": "delivered", "location": "/srv/[out]/1"}],
+    }
+    print_summary(result, record)
+    assert capsys.readouterr().out.splitlines() == [
+        "job demo@manual-k[b]x: succeeded",
+        "business status: success — The job completed [ok].",
+        "target demo: work 1 submitted",
+        "  out: delivered → /srv/[out]/1",
+    ]
