@@ -1087,6 +1087,9 @@ async def test_an_http_job_attached_to_a_task_run_that_never_held_it_runs_and_en
     sends = await pool.fetch("SELECT work_id, status, attempts FROM delivery_intents WHERE job_id = $1", job_id)
     assert sends and all(s["status"] == "delivered" for s in sends), sends
     assert len({s["work_id"] for s in sends}) == len(sends)
+    # The ledger says the job ended (finish's commit) a moment before its run closes: wait
+    # for the close (read at once, it was still RUNNING in a loaded CI run).
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.COMPLETED
     latest = await env.client.get_workflow_handle(job_id).describe()
     assert latest.run_id != handle.result_run_id and latest.status == WorkflowExecutionStatus.COMPLETED
     first = await env.client.get_workflow_handle(job_id, run_id=handle.result_run_id).describe()
@@ -1126,6 +1129,8 @@ async def test_an_http_job_attached_to_a_task_run_on_a_queue_no_worker_serves_ru
     # Taken after the stack's own `foreign_queue_wait_ms`, not the default's 20 s.
     waited_s = int(re.search(r"waited (\d+) s", reason).group(1))  # type: ignore[union-attr]
     assert FOREIGN_WAIT_MS // 1000 <= waited_s < FOREIGN_QUEUE_WAIT_MS // 1000, reason
+    # The run closes a moment after the ledger says the job ended: wait for the close.
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.COMPLETED
     own = await env.client.get_workflow_handle(job_id).describe()
     assert own.run_id != foreign_run and own.status == WorkflowExecutionStatus.COMPLETED
     assert own.task_queue == env.stack.task_queue
