@@ -31,8 +31,9 @@ import asyncio
 import contextlib
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from activities.caller import require_own_job
+from activities.caller import FOREIGN_CALLER, require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update
 from activities.fetch import FetchActivity
@@ -97,6 +98,8 @@ class AcquireActivity:
             try:
                 return await self._acquire(inp)
             except Exception as err:
+                if isinstance(err, ApplicationError) and err.type == FOREIGN_CALLER:
+                    raise  # not the job's step: nothing to read, nothing done
                 # Read only when the attempt failed: a happy path has it from the step.
                 deadline = await deadline_of(self._deps.pool, inp.job_id)
                 if deadline is None or now_ms() < deadline:

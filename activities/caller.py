@@ -17,22 +17,52 @@ The one other legitimate caller is the sweeper's ``EventPushWorkflow`` for
 ``push_events`` only, under :func:`curaflow.jobs.pushes.push_workflow_id` (or
 ``<job_id>/push-events``, the id it had before, for a push run still open from then).
 
-Pure rule: :func:`foreign_caller`; the activity-side check: :func:`require_own_job`.
+The job's own execution runs only the job's steps (2026-12-07). A run of ``JobWorkflow``
+under the job id can still carry an input that is not the job's: a Temporal client (or the
+UI's "start workflow like this one", its input edited) starts the id with the job's input
+edited — another route, another query, other budgets — with ``TerminateExisting`` or while
+the job's start is deferred. The job's input stored at admission (``jobs.workflow_input``)
+is the only truth of what the job does: each step opens (:func:`open_own_step`) only
+when the fields it acts on (:class:`~curaflow.ledger.cells.StepClaim`) are that input's
+(:func:`foreign_input`), else it fails the same way — ``foreign_caller``, non-retryable,
+the fields named — before any write; ``finish`` refuses a run one of whose steps was so
+refused (:func:`refused_step`), so the job is left as its real run left it.
+
+Pure rules: :func:`foreign_caller`, :func:`foreign_input`; the activity-side checks:
+:func:`require_own_job`, :func:`claim_of`, :func:`open_own_step`, :func:`require_own_finish`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from curaflow.domain.execution import JOB_WORKFLOW, PUSH_WORKFLOW
+from curaflow.domain.cells import CellStage
+from curaflow.domain.execution import FOREIGN_CALLER, JOB_WORKFLOW, PUSH_WORKFLOW
+from curaflow.domain.messages import DeliverInput, FetchInput, JobInput, SearchInput
+from curaflow.domain.verdicts import StepFailure
 from curaflow.jobs.pushes import push_workflow_id
+from curaflow.ledger.cells import StepClaim, StepOpened, start_step
 from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.activities")
 
-#: ``ApplicationError`` type of an attempt called by an execution that is not the job's.
-FOREIGN_CALLER = "foreign_caller"
+__all__ = [
+    "FOREIGN_CALLER",
+    "claim_of",
+    "foreign_caller",
+    "foreign_input",
+    "legacy_push_workflow_id",
+    "open_own_step",
+    "refused_step",
+    "require_own_finish",
+    "require_own_job",
+]
 
 
 def legacy_push_workflow_id(job_id: str) -> str:
@@ -122,3 +152,161 @@ def require_own_job(job_id: str | None, *, pushes: bool = False) -> None:
         type=FOREIGN_CALLER,
         non_retryable=True,
     )
+
+
+def foreign_input(stored: Any, claim: StepClaim) -> list[str]:
+    """The fields of a step's input that are not what the job's stored input holds for it
+    (empty: the step is the job's).
+
+    The job's input stored at admission (``jobs.workflow_input``) is the only truth of what
+    the job does; a step acts on its cell's target spec (query, filters, limits, excluded
+    works, storage, routes), a source step's fallback stages and ``deliver``'s route and
+    attempts — each must be the stored input's, read as a :class:`~curaflow.domain.messages.JobInput` (the defaults of a
+    field the stored input predates filled, as its own run reads it).
+
+    Args:
+        stored: the stored input (the ``jsonb`` value as read).
+        claim: what the step's input asks (:class:`~curaflow.ledger.cells.StepClaim`).
+
+    Returns:
+        The differing fields by name (``target``, ``route``, ``max_fallback_stages``,
+        ``budgets.delivery_max_attempts``); ``["workflow_input"]`` when the stored input is
+        no ``JobInput`` (nothing can be judged the job's then).
+    """
+    try:
+        job = JobInput.model_validate(stored)
+    except ValidationError:
+        return ["workflow_input"]
+    target = next((t for t in job.targets if t.target_id == claim.target.target_id), None)
+    differs: list[str] = []
+    if target is None or target != claim.target:
+        differs.append("target")
+    if claim.route is not None and (target is None or claim.route not in target.routes):
+        differs.append("route")
+    if claim.max_fallback_stages is not None and claim.max_fallback_stages != max(1, job.max_fallback_stages):
+        differs.append("max_fallback_stages")
+    if claim.delivery_max_attempts is not None and claim.delivery_max_attempts != job.budgets.delivery_max_attempts:
+        differs.append("budgets.delivery_max_attempts")
+    return differs
+
+
+def _input_refusal(job_id: str, fields: list[str], why: str | None = None) -> ApplicationError:
+    """The failure of a step (or ``finish``) whose input is not the job's: ``foreign_caller``,
+    non-retryable, details ``{job_id, workflow_id, workflow_type, activity_type, fields}``.
+
+    The same type as a foreign caller's refusal: for the workflow, ``finish`` and the
+    reconciler it means the same — the attempt is not the job's, nothing was done — so
+    they need not tell the two apart; ``fields`` names what differed."""
+    info = activity.info()
+    log.warning(
+        "activity.foreign_input",
+        activity=info.activity_type,
+        job_id=job_id,
+        workflow_id=info.workflow_id,
+        run_id=info.workflow_run_id,
+        fields=fields,
+    )
+    why = why or (
+        f"job {job_id!r} does only what its input stored at admission holds; this run's input asks for "
+        f"another {', '.join(fields)}: not the job's step, nothing done"
+    )
+    return ApplicationError(
+        f"{info.activity_type}: {why}",
+        {
+            "job_id": job_id,
+            "workflow_id": info.workflow_id,
+            "workflow_type": info.workflow_type,
+            "activity_type": info.activity_type,
+            "fields": fields,
+        },
+        type=FOREIGN_CALLER,
+        non_retryable=True,
+    )
+
+
+def claim_of(inp: SearchInput | FetchInput | DeliverInput) -> StepClaim:
+    """What a step's input asks of its job (:class:`~curaflow.ledger.cells.StepClaim`),
+    after the checks the input answers by itself: ``deliver``'s route is one its target
+    names, a source step's stage is one of its stages.
+
+    Raises:
+        ApplicationError: ``foreign_caller`` (non-retryable, :func:`_input_refusal`) when
+            the input contradicts itself: no job's run sends it.
+    """
+    if isinstance(inp, DeliverInput):
+        if inp.route not in inp.target.routes:
+            raise _input_refusal(inp.job_id, ["route"])
+        return StepClaim(inp.target, route=inp.route, delivery_max_attempts=inp.max_attempts)
+    if not 0 <= inp.fallback_stage < inp.max_fallback_stages:
+        raise _input_refusal(inp.job_id, ["fallback_stage"])
+    return StepClaim(inp.target, max_fallback_stages=inp.max_fallback_stages)
+
+
+async def open_own_step(
+    conn: asyncpg.Connection,
+    job_id: str,
+    claim: StepClaim,
+    *,
+    stage: CellStage,
+    attempt: int,
+    lease_ms: int,
+    owner: str,
+) -> StepOpened:
+    """Open the step (:func:`~curaflow.ledger.cells.start_step`) only if its input is the
+    job's: the claim is judged in the step's opening statement, before any write; a claim
+    that does not match there at a glance (``jsonb`` equality) is judged by
+    :func:`foreign_input` on the stored input that statement returned — a job admitted
+    before a field existed matches once its defaults are filled, and its step opens with a
+    second statement (only such jobs pay it).
+
+    Raises:
+        ApplicationError: ``foreign_caller`` (non-retryable, the differing fields named)
+            when the input is not the job's: nothing written.
+    """
+    opened = await start_step(
+        conn, job_id, claim.target.target_id, stage=stage, attempt=attempt, lease_ms=lease_ms, owner=owner, claim=claim
+    )
+    if opened.stored_input is None:
+        return opened
+    differs = foreign_input(opened.stored_input, claim)
+    if differs:
+        raise _input_refusal(job_id, differs)
+    return await start_step(
+        conn, job_id, claim.target.target_id, stage=stage, attempt=attempt, lease_ms=lease_ms, owner=owner
+    )
+
+
+async def require_own_input(pool: asyncpg.Pool, job_id: str, claim: StepClaim) -> None:
+    """Fail unless the claim is the job's (:func:`foreign_input`), reading the stored input
+    (one statement): for a step that writes before it opens — ``deliver``'s hold of a route
+    this worker does not know. A job the ledger does not know passes (its step says so)."""
+    stored = await pool.fetchval("SELECT workflow_input FROM jobs WHERE job_id = $1", job_id)
+    if stored is None:
+        return
+    differs = foreign_input(stored, claim)
+    if differs:
+        raise _input_refusal(job_id, differs)
+
+
+def refused_step(failures: Mapping[str, StepFailure]) -> str | None:
+    """The target id of a step of this run that was refused as not the job's (its failure
+    is ``foreign_caller``), or None: a run with such a step is not the job's run."""
+    return next((tid for tid, failure in failures.items() if failure.error_type == FOREIGN_CALLER), None)
+
+
+def require_own_finish(job_id: str, failures: Mapping[str, StepFailure]) -> None:
+    """Fail ``finish`` of a run one of whose steps was refused as not the job's
+    (:func:`refused_step`): its input is not the job's, so its facts and its cause are no
+    verdict on the job. Judged on the input alone: no statement.
+
+    Raises:
+        ApplicationError: ``foreign_caller`` (non-retryable), nothing written.
+    """
+    tid = refused_step(failures)
+    if tid is not None:
+        raise _input_refusal(
+            job_id,
+            ["targets"],
+            f"job {job_id!r}'s step of target {tid!r} in this run was refused as not the job's (the run's input "
+            "is not the job's input stored at admission): this run is not the job's, nothing written",
+        )

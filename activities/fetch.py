@@ -50,7 +50,7 @@ import errno
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.caller import require_own_job
+from activities.caller import claim_of, open_own_step, require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import (
     UNLIMITED_ATTEMPTS,
@@ -223,11 +223,12 @@ class FetchActivity:
         if opened is not None:
             cell: CellSnapshot | None = opened
         else:
+            claim = claim_of(inp)  # the step's input is the job's, judged in its opening (foreign_caller)
             async with deps.pool.acquire() as conn, conn.transaction():
-                cell, barrier, deadline, *_ = await ledger.start_step(
+                cell, barrier, deadline, *_ = await open_own_step(
                     conn,
                     inp.job_id,
-                    target.target_id,
+                    claim,
                     stage=CellStage.FETCHING,
                     attempt=info.attempt,
                     lease_ms=lease_ms,

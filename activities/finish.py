@@ -37,7 +37,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.caller import require_own_job
+from activities.caller import require_own_finish, require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import (
@@ -114,7 +114,10 @@ class FinishActivity:
 
         Raises:
             ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
-                execution is not the job's own (:func:`activities.caller.require_own_job`).
+                execution is not the job's own (:func:`activities.caller.require_own_job`), or
+                when a step of this run was refused as not the job's — its input is not the
+                job's stored input (:func:`activities.caller.require_own_finish`, judged on
+                the input: no statement).
             ApplicationError: ``unknown_job`` (non-retryable) when the ledger does not know
                 the job; ledger errors (connection lost …) fail the attempt and Temporal
                 retries it.
@@ -129,6 +132,7 @@ class FinishActivity:
                 list (the attempt is retried; the ledger was not written).
         """
         require_own_job(inp.job_id)
+        require_own_finish(inp.job_id, inp.failures)  # a run whose step was refused as not the job's
         beat = asyncio.create_task(_heartbeat_every(0.5))
         try:
             async with self.deps.pool.acquire() as conn:

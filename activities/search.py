@@ -40,7 +40,7 @@ from typing import NamedTuple
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.caller import require_own_job
+from activities.caller import claim_of, open_own_step, require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
@@ -169,11 +169,12 @@ class SearchActivity:
             ApplicationError: ``internal_error`` when the cell is not in the ledger.
         """
         deps, target = self.deps, inp.target
+        claim = claim_of(inp)  # the step's input is the job's, judged in its opening (foreign_caller)
         async with deps.pool.acquire() as conn, conn.transaction():
-            opened = await ledger.start_step(
+            opened = await open_own_step(
                 conn,
                 inp.job_id,
-                target.target_id,
+                claim,
                 stage=CellStage.SEARCHING,
                 attempt=activity.info().attempt,
                 lease_ms=inp.heartbeat_interval_ms * 2,

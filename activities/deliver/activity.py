@@ -16,7 +16,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.caller import require_own_job
+from activities.caller import claim_of, open_own_step, require_own_input, require_own_job
 from activities.deliver.recording import DeliveryRecords, NotRecorded, Recorded, send_lease_ms, until_recorded
 from activities.deliver.sending import (
     SendCut,
@@ -38,7 +38,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
-from curaflow.ledger.cells import Barrier
+from curaflow.ledger.cells import Barrier, StepClaim
 from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.deliveries import Answered, SendClaim
 from curaflow.ledger.records import load_cell
@@ -123,6 +123,7 @@ class DeliverActivity(DeliveryRecords):
                 as the ledger holds it, nothing sent, whatever became of its artifact.
         """
         require_own_job(inp.job_id)
+        step_claim = claim_of(inp)  # the step's input is the job's, judged in its opening (foreign_caller)
         deps = self.deps
         target = inp.target
         info = activity.info()
@@ -130,15 +131,15 @@ class DeliverActivity(DeliveryRecords):
         try:
             route = deps.route(inp.route.name, inp.route.kind)
         except UnsupportedRoute as err:
-            raise await self._unknown_route(inp, err) from None
+            raise await self._unknown_route(inp, step_claim, err) from None
 
         claim: SendClaim | None = None
         try:
             async with deps.pool.acquire() as conn, conn.transaction():
-                opened = await ledger_cells.start_step(
+                opened = await open_own_step(
                     conn,
                     inp.job_id,
-                    target.target_id,
+                    step_claim,
                     stage=CellStage.DELIVERING,
                     attempt=info.attempt,
                     lease_ms=lease_ms,
@@ -202,7 +203,7 @@ class DeliverActivity(DeliveryRecords):
             if transfer is not None:
                 await asyncio.to_thread(deps.store.discard_transfer, transfer)
 
-    async def _unknown_route(self, inp: DeliverInput, err: UnsupportedRoute) -> ApplicationError:
+    async def _unknown_route(self, inp: DeliverInput, claim: StepClaim, err: UnsupportedRoute) -> ApplicationError:
         """The failure of an attempt on a worker that does not know ``inp.route`` (not
         configured here, configured here as another kind than the job names, or its kind
         not registered in this process): one attempt, never
@@ -210,7 +211,10 @@ class DeliverActivity(DeliveryRecords):
         cell's lease is not taken; the reserved intent remembers when the next attempt is
         due (:func:`curaflow.ledger.deliveries.hold_unknown_route`, not on the last
         attempt), so a job whose deadline passes meanwhile says what held it. A ledger
-        that fails that write costs nothing more: the attempt fails as it would."""
+        that fails that write costs nothing more: the attempt fails as it would. An input
+        that is not the job's writes nothing: the attempt is refused
+        (:func:`activities.caller.require_own_input`, one read, on this path only)."""
+        await require_own_input(self.deps.pool, inp.job_id, claim)
         failure = config_mismatch("route", inp.route.name, str(err))
         nxt = next_attempt()
         if nxt.delay_ms is not None and not nxt.last:

@@ -30,6 +30,13 @@ SCHEDULED_WORKFLOW = "ScheduledJobWorkflow"
 #: ``EventPushWorkflow``: pushes a job's pending events (:mod:`workflows.event_push`).
 PUSH_WORKFLOW = "EventPushWorkflow"
 
+#: ``ApplicationError`` type of a job's step (or ``finish``) refused as not the job's: its
+#: caller is not the job's execution, or its input is not the job's stored input
+#: (``activities.caller``, docs/DESIGN.md "Who may run a job's activities"). Read by the
+#: reconciler too: a run that failed with it never held the job
+#: (:func:`curaflow.temporal.job_runs.refused_run`).
+FOREIGN_CALLER = "foreign_caller"
+
 #: The job types curaflow accepts (a Task's ``job_type``; any other is refused
 #: ``unsupported_job_type``) and the workflow type that runs a job of each. The one list:
 #: admission, every start of a job's execution, the reconciler's visibility query and the

@@ -19,9 +19,11 @@ starts; so every start curaflow makes (HTTP and the reconciler, ``start_job``, t
    the job's start was recorded and nothing ever ran the job); the job waits, unstarted,
    and the next start (the reconciler's, every tick) starts it once that run closed;
 3. a closed run that **held no job** (:func:`held_a_job` — it refused its Task, or was
-   stopped before admitting it: it never published the job's search attributes) does not
-   own the id, and the start is made again with ``ALLOW_DUPLICATE_FAILED_ONLY`` (a run
-   that held no job never completes), or ``ALLOW_DUPLICATE`` for a closed run of another
+   stopped before admitting it: it never published the job's search attributes; or it
+   failed because its steps were refused as not the job's, :func:`refused_run`: started
+   with an input that is not the job's, 2026-12-07) does not own the id, and the start
+   is made again with ``ALLOW_DUPLICATE_FAILED_ONLY`` (a run that held no job never
+   completes), or ``ALLOW_DUPLICATE`` for a closed run of another
    workflow type (which may have completed); a run that held the job raises
    :class:`JobRunClosed`, and the caller answers from it (its result, its
    ``admission_answer`` query) or from the ledger — nothing is started.
@@ -47,11 +49,15 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import HistoryEventFilterType
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
+from curaflow.domain.execution import FOREIGN_CALLER, JOB_STATUS, JOB_TYPE, job_workflow_types
 
 T = TypeVar("T")
 
@@ -114,6 +120,51 @@ def held_a_job(described: WorkflowExecutionDescription) -> bool:
     return described.typed_search_attributes.get(JOB_TYPE) is not None
 
 
+def refused_as_not_the_jobs(failure: Failure | None) -> bool:
+    """Whether a run's failure is a step (or ``finish``) of it refused as not the job's —
+    ``foreign_caller`` anywhere in the failure's causes (``activities.caller``): the run's
+    input was not the job's input stored at admission, so nothing it did was the job's."""
+    while failure is not None and failure.ByteSize():
+        if failure.HasField("application_failure_info") and failure.application_failure_info.type == FOREIGN_CALLER:
+            return True
+        failure = failure.cause if failure.HasField("cause") else None
+    return False
+
+
+async def refused_run(client: Client, job_id: str, run_id: str) -> bool:
+    """Whether run ``run_id`` of ``job_id`` failed because a step of it was refused as not
+    the job's (:func:`refused_as_not_the_jobs`): such a run carries ``JobType`` and
+    ``JobStatus`` as the job's own run would (it held the job by its input), yet never held
+    it — it wrote nothing, and its close is no verdict on the job. One
+    ``GetWorkflowExecutionHistory`` of the close event alone; asked only of a closed run
+    that failed (the reconciler, :func:`start_run`).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
+    answer = await client.workflow_service.get_workflow_execution_history(
+        GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=job_id, run_id=run_id),
+            history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+        )
+    )
+    for event in answer.history.events:
+        if event.HasField("workflow_execution_failed_event_attributes"):
+            return refused_as_not_the_jobs(event.workflow_execution_failed_event_attributes.failure)
+    return False
+
+
+async def held_the_job(client: Client, described: WorkflowExecutionDescription) -> bool:
+    """Whether a closed run held its job: :func:`held_a_job`, unless it failed as a run whose
+    steps were refused as not the job's (:func:`refused_run`, asked only then)."""
+    if not held_a_job(described):
+        return False
+    if described.status != WorkflowExecutionStatus.FAILED:
+        return True
+    return not await refused_run(client, described.id, described.run_id)
+
+
 async def held_by_another_run(client: Client, job_id: str, run_id: str) -> bool:
     """Whether a run of ``job_id`` other than ``run_id`` holds the job: it carries the
     ``JobStatus`` search attribute, which only the job's own run publishes — so the
@@ -174,6 +225,6 @@ async def start_run(
         return await start(JOB_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)  # the job's open run: attach to it
     if not runs_jobs:
         return await start(FOREIGN_FREED_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)
-    if held_a_job(described):
+    if await held_the_job(client, described):
         raise JobRunClosed(job_id, described.run_id, described.status)
     return await start(FREED_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)

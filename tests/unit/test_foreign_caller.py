@@ -6,6 +6,10 @@ a reset or reporting run all start it so — plus, for ``push_events`` only, the
 ``EventPushWorkflow`` under a push id of the job. Anything else is named in the refusal.
 The integration side (a real worker, foreign workflows and standalone activities):
 ``tests/integration/test_foreign_caller.py``.
+
+The job's own execution runs only the job's steps (:func:`activities.caller.foreign_input`):
+what a step acts on must be what the job's input stored at admission holds. The
+integration side: ``tests/integration/test_forged_job_input.py``.
 """
 
 from __future__ import annotations
@@ -14,12 +18,34 @@ import asyncio
 import dataclasses
 
 import pytest
+from temporalio.api.failure.v1 import ActivityFailureInfo, ApplicationFailureInfo, Failure
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.caller import FOREIGN_CALLER, foreign_caller, legacy_push_workflow_id, require_own_job
+from activities.caller import (
+    FOREIGN_CALLER,
+    claim_of,
+    foreign_caller,
+    foreign_input,
+    legacy_push_workflow_id,
+    refused_step,
+    require_own_finish,
+    require_own_job,
+)
 from curaflow.domain.execution import JOB_WORKFLOW, PUSH_WORKFLOW, SCHEDULED_WORKFLOW
+from curaflow.domain.messages import (
+    DeliverInput,
+    JobInput,
+    RouteRef,
+    SearchInput,
+    TargetFilters,
+    TargetQuery,
+    TargetSpec,
+)
+from curaflow.domain.verdicts import FailureKind, StepFailure
 from curaflow.jobs.pushes import push_workflow_id
+from curaflow.ledger.cells import StepClaim
+from curaflow.temporal.job_runs import refused_as_not_the_jobs
 from tests.support import job_env
 
 JOB = "demo@manual-key-1"
@@ -92,3 +118,107 @@ def test_request_cancel_run_outside_any_workflow_says_so_naming_no_job() -> None
     assert "''" not in message and "job ''" not in message
     assert refused.value.details[0]["job_id"] is None
     assert foreign_caller(None, None, None) is not None
+
+
+# ---- the job's own execution runs only the job's steps (2026-12-07) ----------------------
+
+
+def _admitted() -> JobInput:
+    """A job's input as admission stores it: target ``demo`` on route A."""
+    target = TargetSpec(
+        target_id="demo", query=TargetQuery(tags=["sky"]), routes=[RouteRef(name="route-a", kind="directory")]
+    )
+    return JobInput(job_id=JOB, plan_id="demo", created_at_ms=1, deadline_at_ms=2, targets=[target])
+
+
+def _stored(job: JobInput) -> dict[str, object]:
+    return job.model_dump(mode="json")
+
+
+def test_a_step_of_the_admitted_input_is_the_jobs() -> None:
+    job = _admitted()
+    target = job.targets[0]
+    assert foreign_input(_stored(job), StepClaim(target, max_fallback_stages=1)) == []
+    claim = StepClaim(target, route=target.routes[0], delivery_max_attempts=job.budgets.delivery_max_attempts)
+    assert foreign_input(_stored(job), claim) == []
+
+
+def test_a_stored_input_older_than_a_field_is_judged_with_its_defaults() -> None:
+    # A job admitted before `scan_limit`, `storage_mode`, `source_heartbeat_timeout_ms`
+    # existed: its run reads the defaults, so does the judgement.
+    job = _admitted()
+    stored = _stored(job)
+    stored["targets"][0].pop("scan_limit")  # type: ignore[index]
+    stored["targets"][0].pop("storage_mode")  # type: ignore[index]
+    stored["budgets"].pop("source_heartbeat_timeout_ms")  # type: ignore[attr-defined]
+    assert foreign_input(stored, StepClaim(job.targets[0], max_fallback_stages=1)) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "fields"),
+    [
+        ({"routes": [RouteRef(name="route-b", kind="directory")]}, ["target", "route"]),
+        ({"query": TargetQuery(tags=["sea"])}, ["target"]),
+        ({"filters": TargetFilters(r18=True)}, ["target"]),
+        ({"limit": 5}, ["target"]),
+        ({"exclude_work_ids": ["1"]}, ["target"]),
+        ({"storage_mode": "cache"}, ["target"]),
+        ({"target_id": "other"}, ["target", "route"]),
+    ],
+)
+def test_a_step_asking_for_another_target_spec_is_not_the_jobs(edit: dict[str, object], fields: list[str]) -> None:
+    job = _admitted()
+    target = job.targets[0].model_copy(update=edit)
+    claim = StepClaim(target, route=target.routes[0], delivery_max_attempts=job.budgets.delivery_max_attempts)
+    assert foreign_input(_stored(job), claim) == fields
+
+
+def test_a_step_asking_for_other_budgets_is_not_the_jobs() -> None:
+    job = _admitted()
+    target = job.targets[0]
+    assert foreign_input(_stored(job), StepClaim(target, max_fallback_stages=3)) == ["max_fallback_stages"]
+    claim = StepClaim(target, route=target.routes[0], delivery_max_attempts=99)
+    assert foreign_input(_stored(job), claim) == ["budgets.delivery_max_attempts"]
+    assert foreign_input({"not": "an input"}, StepClaim(target)) == ["workflow_input"]
+
+
+def test_an_input_that_contradicts_itself_is_refused_before_any_read() -> None:
+    job = _admitted()
+    target = job.targets[0]
+
+    async def claims(inp: SearchInput | DeliverInput) -> StepClaim:
+        return claim_of(inp)
+
+    elsewhere = DeliverInput(job_id=JOB, target=target, route=RouteRef(name="route-b", kind="directory"))
+    beyond = SearchInput(job_id=JOB, target=target, fallback_stage=1, max_fallback_stages=1)
+    for inp in (elsewhere, beyond):
+        with pytest.raises(ApplicationError) as refused:
+            asyncio.run(job_env(JOB).run(claims, inp))
+        assert refused.value.type == FOREIGN_CALLER and refused.value.non_retryable
+        assert refused.value.details[0]["fields"] in (["route"], ["fallback_stage"])
+    assert asyncio.run(job_env(JOB).run(claims, SearchInput(job_id=JOB, target=target))).target == target
+
+
+def test_finish_of_a_run_whose_step_was_refused_is_refused() -> None:
+    refused_fact = StepFailure(step="acquire", kind=FailureKind.APPLICATION, error_type=FOREIGN_CALLER)
+    other_fact = StepFailure(step="acquire", kind=FailureKind.APPLICATION, error_type="network_error")
+    assert refused_step({"demo": other_fact}) is None
+    assert refused_step({"a": other_fact, "demo": refused_fact}) == "demo"
+
+    async def finish(failures: dict[str, StepFailure]) -> None:
+        require_own_finish(JOB, failures)
+
+    asyncio.run(job_env(JOB).run(finish, {"demo": other_fact}))
+    with pytest.raises(ApplicationError) as refused:
+        asyncio.run(job_env(JOB).run(finish, {"demo": refused_fact}))
+    assert refused.value.type == FOREIGN_CALLER and refused.value.non_retryable
+    assert "'demo'" in str(refused.value)
+
+
+def test_a_run_failed_by_a_refusal_is_told_by_its_failures_causes() -> None:
+    refusal = Failure(message="x", application_failure_info=ApplicationFailureInfo(type=FOREIGN_CALLER))
+    wrapped = Failure(message="activity failed", activity_failure_info=ActivityFailureInfo(), cause=refusal)
+    other = Failure(message="y", application_failure_info=ApplicationFailureInfo(type="internal_error"))
+    assert refused_as_not_the_jobs(refusal) and refused_as_not_the_jobs(wrapped)
+    assert not refused_as_not_the_jobs(other) and not refused_as_not_the_jobs(Failure())
+    assert not refused_as_not_the_jobs(None)

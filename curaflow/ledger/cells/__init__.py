@@ -34,7 +34,7 @@ from curaflow.ledger.cells.leases import end_lease, heartbeat
 from curaflow.ledger.cells.reservations import IN_FLIGHT_INTENT_STATES, LIVE_INTENT_STATES, intent_key
 from curaflow.ledger.cells.resume import SearchResume, resume_needed, save_checkpoint, search_resume
 from curaflow.ledger.cells.stage import StageFacts, sole_cell_stage, sync_job_stage
-from curaflow.ledger.cells.steps import StepOpened, continue_step, start_step
+from curaflow.ledger.cells.steps import StepClaim, StepOpened, claim_matches_sql, continue_step, start_step
 from curaflow.ledger.cells.transitions import artifact_ready, finish_cell, set_fallback_pass
 
 __all__ = [
@@ -47,12 +47,14 @@ __all__ = [
     "Renewal",
     "SearchResume",
     "StageFacts",
+    "StepClaim",
     "StepOpened",
     "artifact_ready",
     "barrier_of",
     "barrier_sql",
     "bind_search",
     "bind_work",
+    "claim_matches_sql",
     "continue_step",
     "end_lease",
     "finish_cell",

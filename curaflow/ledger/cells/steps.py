@@ -3,11 +3,12 @@ next stage (:func:`continue_step`), each judged against the job's barrier."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import asyncpg
 
 from curaflow.domain.cells import CellStage
+from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CellSnapshot
 from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql
 from curaflow.ledger.cells.rows import TERMINAL_STATE_NAMES
@@ -15,6 +16,60 @@ from curaflow.ledger.cells.stage import push_staged, sole_cell_stage, sole_cell_
 from curaflow.ledger.db import DB_NOW_MS
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
+
+
+class StepClaim(NamedTuple):
+    """What a step's input asks of its job: the fields the step acts on, each of which must
+    be what the job's input stored at admission (``jobs.workflow_input``) holds for it
+    (docs/DESIGN.md "Who may run a job's activities": the rule is
+    :func:`activities.caller.foreign_input`'s; :func:`start_step` compares them first).
+
+    Attributes:
+        target: the cell's target spec (query, filters, limits, excluded works, storage,
+            routes): the stored target of the same ``target_id``, exactly.
+        max_fallback_stages: a source step's stages allowed (``acquire``, ``search``,
+            ``fetch``): the stored ``max_fallback_stages`` (at least 1); None for
+            ``deliver``.
+        route: ``deliver``'s route: one the stored target names; None for a source step.
+        delivery_max_attempts: ``deliver``'s attempts before the send is abandoned: the
+            stored ``budgets.delivery_max_attempts``; None for a source step.
+    """
+
+    target: TargetSpec
+    max_fallback_stages: int | None = None
+    route: RouteRef | None = None
+    delivery_max_attempts: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The claim as :func:`claim_matches_sql` compares it with the stored input: the
+        fields as a job's input stores them (``model_dump(mode="json")``); ``route`` is
+        not in it (a route of the claim's target, checked on the input itself, so the
+        target's equality covers it)."""
+        claim: dict[str, Any] = {"target": self.target.model_dump(mode="json")}
+        if self.max_fallback_stages is not None:
+            claim["max_fallback_stages"] = self.max_fallback_stages
+        if self.delivery_max_attempts is not None:
+            claim["delivery_max_attempts"] = self.delivery_max_attempts
+        return claim
+
+
+def claim_matches_sql(stored: str, claim: str, target_id: str) -> str:
+    """SQL (boolean, never NULL) of whether the claim (:meth:`StepClaim.as_json`, the
+    ``jsonb`` expression ``claim``) is exactly what the stored input (``stored``, a job's
+    ``workflow_input``) holds for the cell ``target_id`` (a ``text`` expression): the same
+    target spec and, when the claim names them, fallback stages and delivery attempts.
+    ``jsonb`` equality (keys in any order, numbers by value). False also when the stored
+    input lacks a field (a job admitted before it existed): then
+    :func:`activities.caller.foreign_input` judges the stored input as a ``JobInput`` (its
+    defaults filled), off the path of every job admitted since."""
+    return f"""COALESCE(
+        (SELECT t.spec FROM jsonb_array_elements({stored} -> 'targets') AS t(spec)
+         WHERE t.spec ->> 'target_id' = {target_id} LIMIT 1) = {claim} -> 'target'
+        AND (NOT {claim} ? 'max_fallback_stages'
+             OR {stored} -> 'max_fallback_stages' = {claim} -> 'max_fallback_stages')
+        AND (NOT {claim} ? 'delivery_max_attempts'
+             OR {stored} -> 'budgets' -> 'delivery_max_attempts' = {claim} -> 'delivery_max_attempts'),
+        false)"""
 
 
 class StepOpened(NamedTuple):
@@ -30,6 +85,11 @@ class StepOpened(NamedTuple):
     checkpointed: bool = False
     #: The job had already ended (``jobs.completed_at`` set): nothing was opened.
     ended: bool = False
+    #: The step's claim did not match the job's stored input at a glance
+    #: (:func:`claim_matches_sql`): nothing was opened or read beyond the job row, and this
+    #: is that stored input (``jobs.workflow_input``) for the caller to judge
+    #: (:func:`activities.caller.open_own_step`); ``cell`` and ``barrier`` are None then.
+    stored_input: Any = None
 
 
 async def start_step(
@@ -41,6 +101,7 @@ async def start_step(
     attempt: int,
     lease_ms: int,
     owner: str,
+    claim: StepClaim | None = None,
 ) -> StepOpened:
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
@@ -73,11 +134,15 @@ async def start_step(
         lease_ms: lease length from the database's clock (``lease_until`` and
             ``heartbeat_at`` are that clock's); the heartbeat timeout of the activity.
         owner: the worker identity holding the lease.
+        claim: what the step's input asks of the job (:class:`StepClaim`), judged in the
+            same statement against the job's stored input (:func:`claim_matches_sql`)
+            before anything is written; None: not judged (the caller judged it already).
 
     Returns:
         ``(cell, barrier, deadline_at_ms)`` (:class:`StepOpened`); cell None when the job
         or cell is unknown; barrier set when the step must not run (then nothing was
-        changed); ``ended`` set when the job was already terminal (nothing changed either).
+        changed); ``ended`` set when the job was already terminal (nothing changed either);
+        ``stored_input`` set when the claim did not match (nothing changed, cell None).
     """
     # One statement: lock the job row, judge its barrier and, only without one (and while
     # the job is open), write the job row and the cell row — at one read of the database's
@@ -89,12 +154,19 @@ async def start_step(
     # `cell` returned, so it runs once both are written, and its statements are commands
     # of their own, each on a snapshot that sees them (not a second write of one row in
     # one command, which PostgreSQL does not order).
+    # The claim is judged in the job row's read, before any write (no statement of its own):
+    # a step whose input is not the job's opens nothing and reads no cell.
     sole = sole_cell_stage_sql("j.cells", "cell.state", "cell.stage", "$7")
+    matches = claim_matches_sql("jobs.workflow_input", "$11::jsonb", "$3::text")
     row = await conn.fetchrow(
         f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "clock.now")} AS barrier,
-                              last_stage, cardinality(target_ids) AS cells, deadline_at, clock.now
-                       FROM jobs, LATERAL (SELECT {DB_NOW_MS} AS now) clock WHERE job_id = $1 FOR UPDATE OF jobs),
-                go AS (SELECT job_id, started_at, now FROM j WHERE completed_at IS NULL AND barrier IS NULL),
+                              last_stage, cardinality(target_ids) AS cells, deadline_at, clock.now,
+                              CASE WHEN NOT judged.ok THEN workflow_input END AS stored_input
+                       FROM jobs, LATERAL (SELECT {DB_NOW_MS} AS now) clock,
+                            LATERAL (SELECT $11::jsonb IS NULL OR {matches} AS ok) judged
+                       WHERE job_id = $1 FOR UPDATE OF jobs),
+                go AS (SELECT job_id, started_at, now FROM j
+                       WHERE completed_at IS NULL AND barrier IS NULL AND stored_input IS NULL),
                 job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
                                started_at = COALESCE(t.started_at, go.now),
                                workflow_started_at = COALESCE(t.workflow_started_at, go.now), updated_at = go.now
@@ -111,7 +183,7 @@ async def start_step(
                                CASE WHEN job.prev_started IS NULL THEN $8::jsonb END, $9, $10) s
                            WHERE sole.stages IS NOT NULL)
            SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
-                  j.completed_at IS NOT NULL AS job_ended, j.now AS clock_now,
+                  j.completed_at IS NOT NULL AS job_ended, j.now AS clock_now, j.stored_input,
                   EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*,
                   (SELECT stages FROM sole) AS sole_stages,
                   (SELECT COALESCE(jsonb_agg(to_jsonb(staged) ORDER BY staged.o_seq), '[]'::jsonb)
@@ -127,10 +199,13 @@ async def start_step(
         event_body("job.started"),
         event_body("job.progress"),
         NOTIFY_CHANNEL,
+        claim.as_json() if claim is not None else None,
     )
     if row is None:
         return StepOpened(None, None)
     deadline = row["job_deadline_at"]
+    if row["stored_input"] is not None:  # not the job's step at a glance: nothing opened
+        return StepOpened(None, None, deadline, stored_input=row["stored_input"])
     if not row["opened"]:
         cell = await load_cell(conn, job_id, target_id)
         return StepOpened(cell, barrier_of(row), deadline, ended=bool(row["job_ended"]))

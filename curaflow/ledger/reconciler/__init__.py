@@ -32,7 +32,11 @@ input):
    ``cancelled``; its budgets decide). When the latest run never held the job but an
    earlier run of the id did — the job's own run, terminated by a client's start with
    another Task (``TERMINATE_EXISTING`` / ``TERMINATE_IF_RUNNING``) whose run then
-   refused it — the earlier run's close is the verdict (:func:`describe_execution`).
+   refused it — the earlier run's close is the verdict (:func:`describe_execution`). A
+   run that failed because its steps were refused as not the job's (started under the id
+   with an input that is not the job's stored input: it carries the job's search
+   attributes, yet wrote nothing; :func:`curaflow.temporal.job_runs.refused_run`, one read
+   of a failed run's close event) is such a run too (2026-12-07).
    And a job whose start attached to a Task run still open on another task queue than
    curaflow's, holding no job, its workflow task taken by no worker for
    :data:`FOREIGN_QUEUE_WAIT_MS` on a queue no worker polls (:func:`queue_polled`; a

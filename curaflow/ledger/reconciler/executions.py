@@ -22,7 +22,7 @@ from curaflow.config import DEFAULT_FOREIGN_QUEUE_WAIT_MS
 from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 from curaflow.domain.projection import TERMINAL_JOB_STATUSES
 from curaflow.domain.verdicts import FinishCause, PendingStep
-from curaflow.temporal.job_runs import held_a_job
+from curaflow.temporal.job_runs import held_a_job, refused_run
 
 #: How far back a tick looks for closed executions.
 CLOSED_WINDOW_MS = 3_600_000
@@ -185,7 +185,13 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
         closed_at = int(desc.close_time.timestamp() * 1000) if desc.close_time else now
         cause = CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED)
-        if not run_held_a_job(desc):
+        # A run refused as not the job's (started under its id with an input that is not
+        # the job's: ``activities.caller``) carries the job's search attributes, yet held
+        # nothing of it (asked only of a failed run: one history read of its close).
+        held = run_held_a_job(desc) and not (
+            desc.status == WorkflowExecutionStatus.FAILED and await refused_run(client, job_id, desc.run_id)
+        )
+        if not held:
             # The latest run never held the job. When an earlier run did — the job's own
             # run, terminated by a client's start with another Task (conflict policy
             # TERMINATE_EXISTING, reuse policy TERMINATE_IF_RUNNING) whose run then refused
@@ -193,7 +199,7 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
             earlier = await _latest_run_that_held_a_job(client, job_id, now)
             if earlier is not None:
                 return Execution(exists=True, close_cause=earlier[0], closed_at_ms=earlier[1])
-        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=run_held_a_job(desc))
+        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=held)
     task = desc.raw_description.pending_workflow_task
     waiting = 0
     if task.HasField("scheduled_time") and not task.HasField("started_time"):
@@ -355,6 +361,8 @@ async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> 
         attributes = run.typed_search_attributes
         if attributes.get(JOB_TYPE) is None and attributes.get(JOB_STATUS) is None:
             continue
+        if run.status == WorkflowExecutionStatus.FAILED and await refused_run(client, job_id, run.run_id):
+            continue  # refused as not the job's: it held nothing of the job
         closed_at = int(run.close_time.timestamp() * 1000) if run.close_time else now
         if latest is None or closed_at > latest[1]:
             latest = (CLOSE_CAUSES.get(run.status, FinishCause.WORKFLOW_FAILED), closed_at)
