@@ -22,9 +22,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bench.env import Services
 from bench.result import Result
+from curaflow.cli.common import text_console
 
 RESULTS_DIR = Path(__file__).parent / "results"
 Scenario = Callable[[Services, bool], Awaitable[Result | list[Result]]]
@@ -81,19 +83,22 @@ def _fmt(value: Any) -> str:
 
 
 def print_table(results: list[Result], console: Console) -> None:
-    """The human-readable summary: parameters, figures and targets of each scenario."""
+    """The human-readable summary: parameters, figures and targets of each scenario, on a
+    console that reads no markup (:func:`curaflow.cli.common.text_console`: a failed
+    scenario's error is printed as it is)."""
     for result in results:
         table = Table(title=f"{result.name} ({result.seconds:.1f} s)", show_lines=False, title_justify="left")
         table.add_column("figure")
         table.add_column("value")
         if result.skipped:
-            table.add_row("[yellow]skipped[/yellow]", result.skipped)
-        table.add_row("[dim]parameters[/dim]", "[dim]" + _fmt(result.params) + "[/dim]")
+            table.add_row(Text("skipped", style="yellow"), result.skipped)
+        table.add_row(Text("parameters", style="dim"), Text(_fmt(result.params), style="dim"))
         for key, value in result.metrics.items():
             table.add_row(key, _fmt(value))
         for check in result.checks:
-            mark = "[green]met[/green]" if check.ok else "[red]missed[/red]"
-            table.add_row(f"target: {check.name}", f"{check.value} {check.op} {check.limit} {check.unit}  {mark}")
+            mark = Text("met", style="green") if check.ok else Text("missed", style="red")
+            figure = Text(f"{check.value} {check.op} {check.limit} {check.unit}  ").append_text(mark)
+            table.add_row(f"target: {check.name}", figure)
         console.print(table)
 
 
@@ -102,7 +107,7 @@ async def run_all(
 ) -> tuple[list[Result], dict[str, Any]]:
     """Run the scenarios (all, or those named in ``only``); returns their results and the
     document written as JSON."""
-    console = Console()
+    console = text_console()
     root = Path(tempfile.mkdtemp(prefix="curaflow-bench-"))
     started = datetime.now(UTC)
     info = machine()
@@ -112,7 +117,7 @@ async def run_all(
         for name, scenario in scenarios().items():
             if only and name not in only:
                 continue
-            console.print(f"[bold]running {name}[/bold] ({'quick' if quick else 'full'})")
+            console.print(Text.assemble((f"running {name}", "bold"), f" ({'quick' if quick else 'full'})"))
             began = time.monotonic()
             try:
                 outcome = await scenario(services, quick)
@@ -150,7 +155,7 @@ def print_comparison(document: dict[str, Any], reference: Path, console: Console
     from bench.compare import compare, regressions, render
 
     rows = compare(document, json.loads(reference.read_text()))
-    console.print(f"[bold]against {reference.name}[/bold] (changes under 5 % are 'same')")
+    console.print(Text.assemble((f"against {reference.name}", "bold"), " (changes under 5 % are 'same')"))
     for line in render(rows):
         print(line)
     worse = regressions(rows)

@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bench.chaos.harness import Scenario
 from bench.chaos.plan import QUICK_PIXIV, Plan
@@ -27,6 +28,7 @@ from bench.chaos.records import ScenarioResult
 from bench.chaos.scenarios import RUNNERS, plans, scenario_config
 from bench.chaos.stack import ChaosStack
 from bench.runner import RESULTS_DIR, machine
+from curaflow.cli.common import text_console
 
 TITLES = {
     "kills": "worker SIGKILL storm",
@@ -167,7 +169,7 @@ def print_table(results: list[ScenarioResult], console: Console, title: str) -> 
     for r in results:
         table.add_column(TITLES.get(r.name, r.name))
     for figure, cells in rows(results):
-        styled = [c if not c.startswith("FAIL") else f"[red]{c}[/red]" for c in map(str, cells)]
+        styled = [Text(c, style="red" if c.startswith("FAIL") else "") for c in map(str, cells)]
         table.add_row(figure, *styled)
     console.print(table)
 
@@ -182,23 +184,30 @@ def markdown(results: list[ScenarioResult]) -> str:
 
 
 def _details(results: list[ScenarioResult], console: Console) -> None:
-    """What went wrong, job by job (only when something did)."""
+    """What went wrong, job by job (only when something did), on a console that reads no
+    markup (:func:`curaflow.cli.common.text_console`): errors and job ids as they are."""
     for r in results:
         if r.error:
-            console.print(f"[red]{r.name}: the scenario itself failed[/red]\n{r.error}")
+            console.print(Text.assemble((f"{r.name}: the scenario itself failed", "red"), f"\n{r.error}"))
         for key in ("lost", "stuck"):
             if getattr(r, key):
-                console.print(f"[red]{r.name}: {key}[/red] {getattr(r, key)[:10]}")
+                console.print(Text.assemble((f"{r.name}: {key}", "red"), f" {getattr(r, key)[:10]}"))
         for detail in r.stuck_details:
             console.print(f"  {json.dumps(detail, default=str)[:1500]}")
         for key in ("after_fault_not_succeeded", "unexpected_status", "late_steps"):
             if getattr(r, key):
-                console.print(f"[red]{r.name}: {key}[/red] {json.dumps(getattr(r, key)[:5], default=str)}")
+                console.print(
+                    Text.assemble((f"{r.name}: {key}", "red"), f" {json.dumps(getattr(r, key)[:5], default=str)}")
+                )
         for kind, examples in r.audit.get("examples", {}).items():
-            console.print(f"[red]{r.name}: {kind}[/red] {json.dumps(examples, default=str)}")
+            console.print(Text.assemble((f"{r.name}: {kind}", "red"), f" {json.dumps(examples, default=str)}"))
         others = [n for n in r.not_succeeded if n not in r.after_fault_not_succeeded]
         if others:
-            console.print(f"[yellow]{r.name}: not succeeded (admitted before the first fault)[/yellow] {others[:5]}")
+            console.print(
+                Text.assemble(
+                    (f"{r.name}: not succeeded (admitted before the first fault)", "yellow"), f" {others[:5]}"
+                )
+            )
 
 
 def _selected(quick: bool, only: list[str] | None) -> dict[str, Plan]:
@@ -238,7 +247,7 @@ async def run_chaos(
     Returns:
         One result per scenario; :attr:`ScenarioResult.ok` says whether it passed.
     """
-    console = Console(width=220)
+    console = text_console(width=220)
     seed = seed if seed is not None else random.randrange(2**31)
     rng = random.Random(seed)
     selected = _selected(quick, only)
@@ -272,14 +281,14 @@ async def run_chaos(
             try:
                 await stack.start()
                 for name, plan in selected.items():
-                    console.print(f"[bold]{name}[/bold] …")
+                    console.print(Text.assemble((name, "bold"), " …"))
                     await stack.wait_ready(120)
                     results.append(await run_scenario(stack, name, plan, rng))
             finally:
                 await stack.stop()
         else:
             for name, plan in selected.items():
-                console.print(f"[bold]{name}[/bold] …")
+                console.print(Text.assemble((name, "bold"), " …"))
                 stack = ChaosStack(root / name, config_of([name]), hostile=name == "edges")
                 try:
                     await stack.start()

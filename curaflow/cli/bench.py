@@ -32,15 +32,14 @@ def bench(
     """Benchmark curaflow against the bare engine on the embedded stack; prints a table, writes JSON."""
     import json
 
-    from rich.console import Console
-
     from bench.runner import print_comparison, run_all, scenarios
+    from curaflow.cli.common import out_console
     from curaflow.observability.logs import configure_logging
 
     if current is not None:
         if compare is None:
             raise typer.BadParameter("--current needs --compare REF.json", param_hint="--current")
-        print_comparison(json.loads(current.read_text()), compare, Console())
+        print_comparison(json.loads(current.read_text()), compare, out_console)
         return
 
     unknown = sorted(set(only) - set(scenarios()))
@@ -52,6 +51,6 @@ def bench(
     configure_logging("WARNING")
     results, document = asyncio.run(run_all(quick, json_path, only or None))
     if compare is not None:
-        print_comparison(document, compare, Console())
+        print_comparison(document, compare, out_console)
     failed = [r.name for r in results if r.skipped and r.skipped.startswith("failed")]
     raise typer.Exit(1 if failed else 0)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -178,16 +179,23 @@ def print_job(job: models.Job, as_json: bool) -> None:
         out_console.print(job_table(job))
 
 
-async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: bool = False) -> models.Job:
-    """Stream the job's events to stderr under a live progress line; returns the final job."""
-    progress = Progress(
+def follow_progress(console: Console) -> Progress:
+    """The live line of a followed job on ``console``: the job's id, its status and stage
+    (``task.description``: the stage is the worker's word), the time elapsed — text, never
+    markup (a column's markup is its own, not the console's)."""
+    return Progress(
         SpinnerColumn(),
         TextColumn("{task.fields[job]}", style="bold", markup=False),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         TimeElapsedColumn(),
-        console=err_console,
+        console=console,
         transient=True,
     )
+
+
+async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: bool = False) -> models.Job:
+    """Stream the job's events to stderr under a live progress line; returns the final job."""
+    progress = follow_progress(err_console)
     stage = job.progress.stage if job.progress else job.status
     final: models.Job | None = None
     with progress:

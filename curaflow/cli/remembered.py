@@ -147,6 +147,12 @@ def refusals_list(
     if as_json:
         _print_json([asdict(r) for r in rows])
         return
+    print_refusals(rows)
+
+
+def print_refusals(rows: list[memory.Refusal]) -> None:
+    """``refusals list``'s table on stdout (the receiver's answer cut to 80 characters),
+    and how to clear a refusal when there is one."""
     table = Table("route", "work", "refused at", "held until", "job", "answer")
     for r in rows:
         held = _when(r.until) if r.until is not None else "for good"
@@ -196,6 +202,11 @@ def frontiers_list(
     if as_json:
         _print_json([asdict(r) for r in rows])
         return
+    print_frontiers(rows)
+
+
+def print_frontiers(rows: list[ledger_frontiers.StoredFrontier]) -> None:
+    """``frontiers list``'s table on stdout."""
     table = Table("target", "frontier", "updated", "by job")
     for r in rows:
         table.add_row(r.target_id, _frontier_line(r.frontier), _when(r.updated_at), r.job_id or "")
@@ -236,6 +247,12 @@ def unavailable_list(
     if as_json:
         _print_json(rows)
         return
+    print_unavailable(rows)
+
+
+def print_unavailable(rows: list[dict[str, Any]]) -> None:
+    """``unavailable list``'s table on stdout (rows as its ``--json``; the answer that made
+    the work unavailable cut to 60 characters)."""
     table = Table("account", "work", "seen", "skipped until", "as", "why")
     for r in rows:
         kind = "held" if r["held"] else "unavailable"
@@ -315,6 +332,11 @@ def accounts_list(
     if as_json:
         _print_json(rows)
         return
+    print_accounts(rows)
+
+
+def print_accounts(rows: list[dict[str, Any]]) -> None:
+    """``accounts list``'s table on stdout (rows as its ``--json``)."""
     table = Table("account", "paused until", "cooling down until", "next slot", "requests", "rate limits")
     for r in rows:
         paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
@@ -391,6 +413,12 @@ def routes_list(
     if as_json:
         _print_json(rows)
         return
+    print_routes(rows)
+
+
+def print_routes(rows: list[dict[str, Any]]) -> None:
+    """``routes list``'s table on stdout (rows as its ``--json``), and what to do when a
+    route is paused."""
     table = Table("route", "kind", "paused until", "cooling down until", "refusal streak", "held works")
     for r in rows:
         paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""

@@ -293,25 +293,30 @@ def misses(
             return await plans.list_misses(pool, schedule_id, limit)
 
     rows = asyncio.run(main())
-
-    def iso(ms: int) -> str:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
     if as_json:
         out = [
             {
                 "schedule_id": r.schedule_id,
-                "nominal_at": iso(r.nominal_at),
+                "nominal_at": _iso(r.nominal_at),
                 "why": r.why,
-                "recorded_at": iso(r.recorded_at),
+                "recorded_at": _iso(r.recorded_at),
             }
             for r in rows
         ]
         print(json.dumps(out, indent=2))
         return
+    print_misses(rows)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def print_misses(rows: list[plans.RecordedMiss]) -> None:
+    """``schedules misses``'s table on stdout (times UTC)."""
     table = Table(title="occurrences not run")
     for col in ("plan", "nominal time (UTC)", "why", "recorded"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.schedule_id, iso(r.nominal_at), r.why, iso(r.recorded_at))
+        table.add_row(r.schedule_id, _iso(r.nominal_at), r.why, _iso(r.recorded_at))
     out_console.print(table)

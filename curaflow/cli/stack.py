@@ -144,7 +144,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
             if (settings.state_dir / "api-token").exists()
             else "token: $CURAFLOW_API_TOKEN"
         )
-        out_console.print("[bold green]curaflow dev stack is up[/bold green]")
+        out_console.print("curaflow dev stack is up", style="bold green")
         out_console.print(f"  Temporal gRPC  {s.temporal.address}")
         out_console.print(f"  Temporal UI    {stack.temporal.ui_url if stack.temporal else '-'}")
         if stack.temporal is not None:
