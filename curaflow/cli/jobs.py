@@ -214,12 +214,22 @@ async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: boo
 
 
 def submit(
-    tags: list[str] = typer.Option([], "--tags", "-t", help="Tag to search for (repeat for several; AND)."),
-    target: str | None = typer.Option(None, "--target", help="Configured target id (params.target_id)."),
-    key: str | None = typer.Option(None, "--idempotency-key", "--key", help="Idempotency key (default: a new one)."),
-    correlation_id: str | None = typer.Option(None, "--correlation-id", help="Opaque id echoed in the job and events."),
-    callback_url: str | None = typer.Option(None, "--callback-url", help="URL receiving every event (allow-listed)."),
-    deadline_ms: int | None = typer.Option(None, "--deadline-ms", min=1000, help="Deadline of the whole job (ms)."),
+    tags: list[str] = typer.Option(
+        [], "--tags", "-t", metavar="TAG", help="Tag to search for (repeat for several; AND)."
+    ),
+    target: str | None = typer.Option(None, "--target", metavar="ID", help="Configured target id (params.target_id)."),
+    key: str | None = typer.Option(
+        None, "--idempotency-key", "--key", metavar="KEY", help="Idempotency key (default: a new one)."
+    ),
+    correlation_id: str | None = typer.Option(
+        None, "--correlation-id", metavar="ID", help="Opaque id echoed in the job and events."
+    ),
+    callback_url: str | None = typer.Option(
+        None, "--callback-url", metavar="URL", help="URL receiving every event (allow-listed)."
+    ),
+    deadline_ms: int | None = typer.Option(
+        None, "--deadline-ms", min=1000, metavar="MS", help="Deadline of the whole job (ms)."
+    ),
     follow: bool = typer.Option(False, "--follow", "-f", help="Stream the events until the job ends."),
     as_json: bool = JsonOption,
     api_url: str | None = ApiUrlOption,
@@ -233,7 +243,9 @@ def submit(
     """
     # The docstring is the command's --help (no cross-reference roles there,
     # tests/unit/test_cli_help.py); the rule is CandidateSearchParams's
-    # (curaflow.protocol.models.tasks).
+    # (curaflow.protocol.models.tasks). The options' metavars are short (TAG, KEY, MS):
+    # typer's types (<list[str]>, <int range> [x>=1000]) left the names too little room
+    # at 80 columns and rich cut them ("--idempotency-key,--k…").
     if not tags and target is None:
         error(
             "nothing to search for: give --tags TAG (repeat for several; AND) or --target ID "

@@ -50,3 +50,23 @@ def test_help_shows_no_cross_reference_of_the_code(words: tuple[str, ...]) -> No
     result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert not SPHINX_ROLE.search(result.output), result.output
+
+
+def _option_names(words: tuple[str, ...]) -> list[str]:
+    """Every name of every option of the command ``words`` names (``--idempotency-key``,
+    ``--key``, ``-t`` …)."""
+    command: Any = typer.main.get_command(app)
+    for word in words:
+        command = command.commands[word]
+    return [name for param in command.params for name in (*param.opts, *param.secondary_opts)]
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words) or "curaflow")
+def test_help_at_80_columns_shows_every_option_name_whole(words: tuple[str, ...]) -> None:
+    """``curaflow submit --help`` at 80 columns showed ``--idempotency-key,--k…``: typer's
+    type column (``<list[str]>``, ``<int range> [x>=1000]``) left the names too little room
+    and rich cut them (a newcomer's finding). Every name of every option reads whole."""
+    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    for name in _option_names(words):
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", result.output), (name, result.output)
