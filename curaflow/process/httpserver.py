@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +20,44 @@ import uvicorn
 
 #: The largest request head (request line and headers) an API server reads, bytes: 431 beyond.
 MAX_HEAD_BYTES = 65_536
+
+
+#: RFC 9112 §3: ``method SP request-target SP HTTP-version``; a method is a token (RFC 9110
+#: §5.6.2), a target visible ASCII (RFC 9112 §3.2), the version ``HTTP/`` DIGIT ``.`` DIGIT (§2.3).
+_REQUEST_LINE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e]+ HTTP/[0-9]\.[0-9]")
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]*")
+_TARGET = re.compile(rb"[\x21-\x7e]*")
+
+
+def request_line_verdict(head: bytes) -> str | None:
+    """What a request head whose method the parser refused is, judged by its request line.
+
+    The parser (llhttp) knows a closed list of methods and refuses any other at its first
+    byte that no known method has there ("FO" of ``FOO``), before the line is whole. A
+    well-formed line with a method the server does not know is RFC 9110 §9.1's "unrecognized
+    method" (``501``); anything else is a request HTTP/1.1 cannot read (``400``).
+
+    Args:
+        head: the head's bytes so far, from its first byte (empty lines before the request
+            line are ignored, RFC 9112 §2.2; a bare LF ends a line as CRLF does).
+
+    Returns:
+        ``"unknown_method"`` (a whole, well-formed request line), ``"malformed_request"``
+        (bytes no request line has, or a whole line that is none), or None (the line is not
+        whole yet and may still be one: wait for more).
+    """
+    head = head.lstrip(b"\r\n")
+    end = head.find(b"\n")
+    if end >= 0:
+        return "unknown_method" if _REQUEST_LINE.fullmatch(head[:end].removesuffix(b"\r")) else "malformed_request"
+    method, sp, rest = head.partition(b" ")
+    target, sp2, version = rest.partition(b" ")
+    prefix = (
+        _TOKEN.fullmatch(method) is not None
+        and (not sp or (method != b"" and _TARGET.fullmatch(target) is not None))
+        and (not sp2 or (target != b"" and re.sub(rb"[0-9]", b"0", version) == b"HTTP/0.0\r"[: len(version)]))
+    )
+    return None if prefix else "malformed_request"
 
 
 def _refusal(status: int, phrase: str, message: str, reason: str | None = None) -> bytes:
@@ -51,7 +91,15 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     number) or its syntax (a header name with a space, no request line) — is answered
     ``400`` with the protocol ``Error`` (``detail.reason: malformed_request``,
     ``Connection: close``), not uvicorn's ``text/plain`` "Invalid HTTP request received."
-    (2026-12-07): every answer of the API is the protocol's.
+    (2026-12-07): every answer of the API is the protocol's. A request whose method the
+    parser does not know (``FOO``, ``get``, a long made-up token) but whose request line is
+    well-formed (:func:`request_line_verdict`) is read, not malformed: it is answered ``501
+    Not Implemented`` (RFC 9110 §9.1, ``detail.reason: unknown_method``, ``Connection:
+    close``; until 2026-12-07 the ``400`` above). The parser refuses such a method at its
+    first unknown byte, so the answer waits for the line's end (within the head's time and
+    size). Judged only when the head's first byte is known — the connection's first request,
+    or the next one once the previous was answered; a request pipelined behind another in
+    one read stays ``400``.
 
     Args:
         head_timeout_s: longest wait for a whole head (``api.head_timeout_ms``), seconds.
@@ -60,12 +108,15 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     Returns:
         A protocol class for ``uvicorn.Config(http=...)``.
     """
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_timer: asyncio.TimerHandle | None = None
         _head_bytes = 0
         _tail = b""  # the last bytes of the head so far: its end may span two reads
+        _line: bytes | None = None  # the awaited head's bytes up to its request line's end (None: not known)
+        _method_refused = False  # the parser refused the method before the request line was whole
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -84,6 +135,11 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
                 if self._head_bytes > max_head_bytes:
                     self._refuse(431, "Request Header Fields Too Large", f"request head over {max_head_bytes} bytes")
                     return
+                if self._line is not None and b"\n" not in self._line.lstrip(b"\r\n"):
+                    self._line += data
+            if self._method_refused:  # the parser is done with this connection: the line decides
+                self._answer_unknown_method()
+                return
             super().data_received(data)
 
         def on_headers_complete(self) -> None:
@@ -97,10 +153,11 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
 
         def _await_head(self) -> None:
             self._head_arrived()
-            self._head_bytes, self._tail = 0, b""
+            self._head_bytes, self._tail, self._line = 0, b"", b""
             self._head_timer = self.loop.call_later(head_timeout_s, self._head_late)
 
         def _head_arrived(self) -> None:
+            self._line = None
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
@@ -117,7 +174,32 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         def send_400_response(self, msg: str) -> None:
             """uvicorn's answer to a request its parser refused (``msg`` is its generic
             text): the protocol ``Error`` instead, then the connection closes as uvicorn
-            closes it (nothing after the unreadable bytes can be told apart)."""
+            closes it (nothing after the unreadable bytes can be told apart). uvicorn calls
+            it while it handles the parser's exception: a refused method is judged by its
+            request line (:meth:`_answer_unknown_method`)."""
+            if isinstance(sys.exc_info()[1], httptools.HttpParserInvalidMethodError) and self._line is not None:
+                self._method_refused = True
+                self._answer_unknown_method()
+                return
+            self._refuse_malformed()
+
+        def _answer_unknown_method(self) -> None:
+            """``501`` once the request line is whole and well-formed, ``400`` once it is
+            not one; nothing yet while it may still be (the head's timer and size bound the wait)."""
+            if self._line is None or self.transport.is_closing():
+                return
+            verdict = request_line_verdict(self._line)
+            if verdict == "unknown_method":
+                self._refuse(
+                    501,
+                    "Not Implemented",
+                    "the request's method is not one this server implements",
+                    reason="unknown_method",
+                )
+            elif verdict is not None:
+                self._refuse_malformed()
+
+        def _refuse_malformed(self) -> None:
             self._refuse(
                 400,
                 "Bad Request",

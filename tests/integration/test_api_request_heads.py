@@ -149,7 +149,9 @@ UNREADABLE = {
     ),
     "a header name with a space": b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n",
     "no request line": b"GARBAGE\r\n\r\n",
-    "a method HTTP has not": b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a method with a NUL byte": b"G\x00T /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a method with a byte no token has": b"F(O) /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "an unknown word and no version": b"FOO /jobs\r\nHost: x\r\n\r\n",
     "a raw byte over 0x7f in the target": b"GET /jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
 }
 
@@ -191,5 +193,87 @@ async def test_requests_the_parser_cannot_read_are_refused_with_the_protocol_err
         error = json.loads(body)["error"]
         assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
         assert error["detail"] == {"reason": "malformed_request"}, (what, error)
+    assert healthy.startswith(b"HTTP/1.1 200"), healthy
+    assert "Traceback" not in text, text[-3000:]
+
+
+#: Requests HTTP/1.1 reads whole but with a method the parser does not know (RFC 9110 §9.1:
+#: a method is a token; methods are case-sensitive, so ``get`` is not ``GET``).
+UNKNOWN_METHODS = {
+    "a made-up method": b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a long made-up token": b"X" * 4000 + b" /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a known method in lower case": b"get /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a known method with a letter more": b"GETX /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a made-up method with a body": b"BREW /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+}
+
+
+async def test_a_method_the_server_does_not_know_is_501_not_implemented(
+    tmp_path: Path, temporal_address: str, database_url: str
+) -> None:
+    """A well-formed request with a method the parser does not know was answered ``400
+    malformed_request`` "could not be read as HTTP/1.1": it was read, and RFC 9110 §9.1
+    says ``501``. It is ``501`` with the protocol ``Error`` (``invalid_params``,
+    ``detail.reason: unknown_method``), ``Connection: close`` — on a new connection, on a
+    kept-alive one after an answered request, and when the request line arrives in pieces."""
+    api: ApiProcess = await start_api_process(
+        tmp_path, temporal_address=temporal_address, database_url=database_url, token=API_TOKEN, config=config(tmp_path)
+    )
+    try:
+        host, port = api.url.removeprefix("http://").split(":")
+        auth = f"Authorization: Bearer {API_TOKEN}\r\n".encode()
+        answers = {}
+        for what, request in UNKNOWN_METHODS.items():
+            reader, writer = await asyncio.open_connection(host, int(port))
+            line, _, rest = request.partition(b"\r\n")
+            writer.write(line + b"\r\n" + auth + rest)
+            await writer.drain()
+            answers[what] = await until_closed(reader)
+            writer.close()
+
+        # after an answered request on a kept-alive connection
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        length = int(
+            next(v for k, _, v in (h.partition(b": ") for h in first.split(b"\r\n")) if k.lower() == b"content-length")
+        )
+        await reader.readexactly(length)
+        writer.write(b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answers["after an answered request"] = await until_closed(reader)
+        writer.close()
+
+        # the request line in pieces: the parser refuses "FO" at once, before the line is whole;
+        # the answer comes once it is (nothing else is sent: no unread bytes, no reset)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            for piece in (b"FO", b"O /jo", b"bs HTTP/1.1\r", b"\n"):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.05)
+            answers["in pieces"] = await until_closed(reader)
+        except ConnectionError as err:
+            answers["in pieces"] = repr(err).encode()  # closed before the line was whole
+        writer.close()
+
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        healthy = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        writer.close()
+    finally:
+        text = api.stop()
+
+    for what, answer in answers.items():
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 501 Not Implemented\r\n"), (what, answer[:300])
+        assert b"content-type: application/json" in head.lower(), (what, answer[:300])
+        assert b"connection: close" in head.lower(), (what, answer[:300])
+        error = json.loads(body)["error"]
+        assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
+        assert error["detail"] == {"reason": "unknown_method"}, (what, error)
+        assert "could not be read" not in error["message"], (what, error)
     assert healthy.startswith(b"HTTP/1.1 200"), healthy
     assert "Traceback" not in text, text[-3000:]

@@ -1,11 +1,16 @@
-"""The embedded HTTP server's sockets: answers must not wait for delayed ACKs."""
+"""The embedded HTTP server: its sockets (answers must not wait for delayed ACKs) and its
+protocol's answers to requests the parser refuses."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+from typing import Any
 
-from curaflow.process.httpserver import bind_socket
+import pytest
+
+from curaflow.process.httpserver import BackgroundServer, bind_socket, bounded_http, request_line_verdict
 
 
 async def test_accepted_connections_get_tcp_nodelay() -> None:
@@ -29,3 +34,60 @@ async def test_accepted_connections_get_tcp_nodelay() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("head", "verdict"),
+    [
+        (b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n", "unknown_method"),
+        (b"get /health HTTP/1.1\r\n", "unknown_method"),  # methods are case-sensitive
+        (b"X" * 4000 + b" / HTTP/1.0\n", "unknown_method"),  # a bare LF ends a line too
+        (b"\r\nBREW * HTTP/1.1\r\n", "unknown_method"),  # an empty line before is ignored
+        (b"FO", None),  # the parser refuses here: the line is not whole yet
+        (b"FOO /jo", None),
+        (b"FOO /jobs HTTP/1.", None),
+        (b"FOO /jobs HTTP/1.1\r", None),
+        (b"GARBAGE\r\n\r\n", "malformed_request"),  # no request line
+        (b"FOO /jobs\r\n", "malformed_request"),  # no version
+        (b"FOO /jobs HTTP/1.1X", "malformed_request"),
+        (b"F(O) /jobs HTTP/1.1\r\n", "malformed_request"),  # '(' is no token's
+        (b"G\x00T", "malformed_request"),
+        (b" FOO / HTTP/1.1\r\n", "malformed_request"),
+        (b"FOO /\xff HTTP/1.1\r\n", "malformed_request"),  # a raw byte over 0x7f in the target
+    ],
+)
+def test_a_refused_method_is_judged_by_its_request_line(head: bytes, verdict: str | None) -> None:
+    assert request_line_verdict(head) == verdict
+
+
+async def _exchange(url: str, *pieces: bytes) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    for piece in pieces:
+        writer.write(piece)
+        await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return answer
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def test_a_refused_method_whose_line_never_ends_is_bounded_by_the_head() -> None:
+    """The answer to a method the parser refused waits for the request line's end; the
+    head's bounds still hold meanwhile: its time (``408``) and its size (``431``)."""
+    async with BackgroundServer(_app, http=bounded_http(0.3, max_head_bytes=1024)) as server:
+        late = await _exchange(server.url, b"FOO /jo")
+        huge = await _exchange(server.url, b"FO", b"O /" + b"a" * 2000)
+        whole = await _exchange(server.url, b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n")
+        unread = await _exchange(server.url, b"FOO /jobs\r\nHost: x\r\n\r\n")
+    assert late.startswith(b"HTTP/1.1 408 "), late
+    assert huge.startswith(b"HTTP/1.1 431 "), huge
+    assert whole.startswith(b"HTTP/1.1 501 Not Implemented\r\n"), whole
+    assert json.loads(whole.partition(b"\r\n\r\n")[2])["error"]["detail"] == {"reason": "unknown_method"}
+    assert unread.startswith(b"HTTP/1.1 400 "), unread
+    assert json.loads(unread.partition(b"\r\n\r\n")[2])["error"]["detail"] == {"reason": "malformed_request"}
