@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import asyncpg
 import typer
 from rich.console import Console
+from rich.table import Table
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -43,6 +44,38 @@ def text_console(**options: Any) -> Console:
 
 err_console = text_console(stderr=True)
 out_console = text_console(soft_wrap=True)  # long ids and paths stay whole when piped
+
+
+def operator_table(*headers: str, **options: Any) -> Table:
+    """A table whose every column folds a long word onto its next line — the one way the
+    operator tables (``refusals``, ``unavailable``, ``frontiers``, ``accounts``, ``routes``
+    lists, ``schedules misses``, a job's table and ``run``'s progress) are made.
+
+    rich's columns cut a word wider than the column with an ellipsis: at 80 columns (a
+    terminal, and rich's width when the output is piped) ``refusals list`` showed a
+    receiver's answer as ``HTTP 400: https://exam…`` (until 2026-12-07). A cell is whole
+    now, on as many lines as it takes; what a table shortens on purpose says so
+    (:func:`clipped`). ``options``: :class:`rich.table.Table`'s."""
+    table = Table(**options)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` whole when it has at most ``limit`` characters; else its first ``limit``
+    characters, an ellipsis and how many characters were left out (``HTTP 400: …… (+1920
+    characters)``): a table cell that shortens a value says that it did and by how much
+    (until 2026-12-07 ``refusals list`` cut the answer at 80 characters and ``unavailable
+    list`` the why at 60 without a mark). ``--json`` prints every value whole.
+
+    Args:
+        text: the value (a receiver's answer, a source's why, a frontier's JSON).
+        limit: the most characters shown, > 0.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit} characters)"
 
 
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")

@@ -32,7 +32,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, operator_table, out_console, settings_or_exit
 from curaflow.client import (
     ApiUnreachable,
     CuraflowClient,
@@ -143,9 +143,8 @@ def describe_event(event: models.Event) -> str:
 def job_table(job: models.Job) -> Table:
     """A two-column table of a job's main fields; every value is text, never markup (a job id
     or key ``k[b]`` is printed as it is)."""
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table = operator_table("", "", show_header=False, box=None, pad_edge=False)
+    table.columns[0].style = "bold"
     stage = job.progress.stage if job.progress else "-"
     rows: list[tuple[str, str]] = [
         ("job", job.job_id),

@@ -28,6 +28,11 @@ accounts and routes.
   it: ``next_at``); ``curaflow accounts resume ACCOUNT`` lifts a pause once the account
   was checked.
 
+A table shows every value whole, folding a long word onto the next line, but a refusal's
+answer, an unavailable work's why and another source's frontier, which it cuts at
+:data:`ANSWER_CHARS`, :data:`WHY_CHARS` and :data:`FRONTIER_CHARS` characters saying how
+many it left out (``… (+1920 characters)``); ``--json`` prints every value whole.
+
 They only need the ledger: ``DATABASE_URL`` (``database.url``), else the running
 ``curaflow dev`` stack of the state directory, else the embedded PostgreSQL of the state
 directory, started for the command. Exit status: 0 on success, 1 when there was nothing
@@ -48,15 +53,16 @@ from typing import Any, TypeVar
 
 import asyncpg
 import typer
-from rich.table import Table
 
 from curaflow.cli.common import (
     EXIT_LEDGER_UNREACHABLE,
     LEDGER_CONFIGURED,
     ConfigOption,
+    clipped,
     error,
     fail,
     open_ledger,
+    operator_table,
     out_console,
     running_dev_ledger,
     settings_or_exit,
@@ -73,6 +79,15 @@ from curaflow.observability.logs import configure_logging
 from curaflow.sources.pixiv.frontier import describe as describe_pixiv_frontier
 
 T = TypeVar("T")
+
+#: The most characters of a receiver's answer ``refusals list`` shows (the ledger keeps up
+#: to 2000; ``--json`` prints it whole). A longer one says how many it left out.
+ANSWER_CHARS = 80
+#: The most characters of the answer that made a work unavailable ``unavailable list``
+#: shows (the ledger keeps up to 500; ``--json`` prints it whole).
+WHY_CHARS = 60
+#: The most characters of another source's frontier (its JSON) ``frontiers list`` shows.
+FRONTIER_CHARS = 100
 
 refusals_app = typer.Typer(rich_markup_mode="markdown", help="Works a route refused for good (never re-offered).")
 unavailable_app = typer.Typer(rich_markup_mode="markdown", help="Works found unavailable, skipped for a while.")
@@ -151,12 +166,15 @@ def refusals_list(
 
 
 def print_refusals(rows: list[memory.Refusal]) -> None:
-    """``refusals list``'s table on stdout (the receiver's answer cut to 80 characters),
-    and how to clear a refusal when there is one."""
-    table = Table("route", "work", "refused at", "held until", "job", "answer")
+    """``refusals list``'s table on stdout (the receiver's answer: its first
+    :data:`ANSWER_CHARS` characters, saying how many more it had — :func:`clipped`), and
+    how to clear a refusal when there is one."""
+    table = operator_table("route", "work", "refused at", "held until", "job", "answer")
     for r in rows:
         held = _when(r.until) if r.until is not None else "for good"
-        table.add_row(r.route, r.work_id, _when(r.refused_at), held, r.job_id or "", (r.error or "")[:80])
+        table.add_row(
+            r.route, r.work_id, _when(r.refused_at), held, r.job_id or "", clipped(r.error or "", ANSWER_CHARS)
+        )
     out_console.print(table)
     if rows:
         out_console.print("clear one with `curaflow refusals clear ROUTE WORK_ID` once the receiver takes it")
@@ -188,7 +206,7 @@ def _frontier_line(stored: dict[str, Any]) -> str:
     if line is not None:
         return line
     text = json.dumps(stored, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 100 else text[:99] + "…"
+    return clipped(text, FRONTIER_CHARS)
 
 
 @frontiers_app.command("list")
@@ -207,7 +225,7 @@ def frontiers_list(
 
 def print_frontiers(rows: list[ledger_frontiers.StoredFrontier]) -> None:
     """``frontiers list``'s table on stdout."""
-    table = Table("target", "frontier", "updated", "by job")
+    table = operator_table("target", "frontier", "updated", "by job")
     for r in rows:
         table.add_row(r.target_id, _frontier_line(r.frontier), _when(r.updated_at), r.job_id or "")
     out_console.print(table)
@@ -252,11 +270,14 @@ def unavailable_list(
 
 def print_unavailable(rows: list[dict[str, Any]]) -> None:
     """``unavailable list``'s table on stdout (rows as its ``--json``; the answer that made
-    the work unavailable cut to 60 characters)."""
-    table = Table("account", "work", "seen", "skipped until", "as", "why")
+    the work unavailable: its first :data:`WHY_CHARS` characters, saying how many more it
+    had — :func:`clipped`)."""
+    table = operator_table("account", "work", "seen", "skipped until", "as", "why")
     for r in rows:
         kind = "held" if r["held"] else "unavailable"
-        table.add_row(r["account"], r["work_id"], _when(r["seen_at"]), _when(r["until"]), kind, (r["why"] or "")[:60])
+        table.add_row(
+            r["account"], r["work_id"], _when(r["seen_at"]), _when(r["until"]), kind, clipped(r["why"] or "", WHY_CHARS)
+        )
     out_console.print(table)
 
 
@@ -337,7 +358,7 @@ def accounts_list(
 
 def print_accounts(rows: list[dict[str, Any]]) -> None:
     """``accounts list``'s table on stdout (rows as its ``--json``)."""
-    table = Table("account", "paused until", "cooling down until", "next slot", "requests", "rate limits")
+    table = operator_table("account", "paused until", "cooling down until", "next slot", "requests", "rate limits")
     for r in rows:
         paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
         cooling = _when(r["cooldown_until"]) if r["cooldown_until"] else ""
@@ -419,7 +440,7 @@ def routes_list(
 def print_routes(rows: list[dict[str, Any]]) -> None:
     """``routes list``'s table on stdout (rows as its ``--json``), and what to do when a
     route is paused."""
-    table = Table("route", "kind", "paused until", "cooling down until", "refusal streak", "held works")
+    table = operator_table("route", "kind", "paused until", "cooling down until", "refusal streak", "held works")
     for r in rows:
         paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
         cooling = _when(r["cooldown_until"]) if r["cooldown_until"] else ""

@@ -25,10 +25,18 @@ from typing import Any
 import typer
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from curaflow.cli.common import ConfigOption, err_console, error, out_console, services, settings_or_exit, warning
+from curaflow.cli.common import (
+    ConfigOption,
+    err_console,
+    error,
+    operator_table,
+    out_console,
+    services,
+    settings_or_exit,
+    warning,
+)
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
@@ -61,9 +69,15 @@ def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
     """The job's id on a line of its own (whole, never wrapped into the table's title),
     then a rich table of its cells (target, state, stage, work, reason) titled with its
     status and stage. Every value is text, never markup."""
-    table = Table(title=Text(f"{job['status']} ({job['progress']['stage']})"), expand=False)
-    for column in ("target", "state", "stage", "work", "reason"):
-        table.add_column(column)
+    table = operator_table(
+        "target",
+        "state",
+        "stage",
+        "work",
+        "reason",
+        title=Text(f"{job['status']} ({job['progress']['stage']})"),
+        expand=False,
+    )
     for cell in record.cells:
         table.add_row(
             *(Text(v) for v in (cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or ""))

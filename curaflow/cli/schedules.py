@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from temporalio.client import Client
 
 from curaflow import schedules as plans
@@ -31,6 +30,7 @@ from curaflow.cli.common import (
     err_console,
     error,
     fail,
+    operator_table,
     out_console,
     settings_or_exit,
     temporal_errors,
@@ -187,9 +187,18 @@ def render_schedules(views: list[plans.ScheduleView], console: Console) -> None:
         targets = ", ".join(v.target_ids) or "(all)"
         rows.append((v, state, next_run, targets))
     if console.width >= TABLE_MIN_WIDTH:
-        table = Table(title="curaflow schedules")
-        for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
-            table.add_column(col, overflow="fold")
+        table = operator_table(
+            "id",
+            "cron",
+            "zone",
+            "targets",
+            "state",
+            "next run (UTC)",
+            "runs",
+            "missed",
+            "skipped",
+            title="curaflow schedules",
+        )
         for v, state, next_run, targets in rows:
             table.add_row(
                 v.schedule_id,
@@ -314,9 +323,7 @@ def _iso(ms: int) -> str:
 
 def print_misses(rows: list[plans.RecordedMiss]) -> None:
     """``schedules misses``'s table on stdout (times UTC)."""
-    table = Table(title="occurrences not run")
-    for col in ("plan", "nominal time (UTC)", "why", "recorded"):
-        table.add_column(col)
+    table = operator_table("plan", "nominal time (UTC)", "why", "recorded", title="occurrences not run")
     for r in rows:
         table.add_row(r.schedule_id, _iso(r.nominal_at), r.why, _iso(r.recorded_at))
     out_console.print(table)
