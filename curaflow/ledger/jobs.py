@@ -304,6 +304,32 @@ async def workflow_input(conn: asyncpg.Connection, job_id: str) -> JobInput | No
     return JobInput.model_validate(raw) if raw else None
 
 
+async def occurrence_job(conn: asyncpg.Connection, schedule_id: str, minute_ms: int) -> str | None:
+    """The id of the plan's job whose nominal time (``jobs.occurrence_at``) falls in the
+    minute starting at ``minute_ms`` (epoch ms, UTC), or None; the earliest admitted if
+    several (admitted before 2026-12-07, when a change of the plan's zone gave one instant
+    two ids). Index ``jobs_schedule_occurrence`` (migration 0039). Jobs admitted before
+    that migration have no ``occurrence_at`` and are found by their id only."""
+    id_: str | None = await conn.fetchval(
+        """SELECT job_id FROM jobs
+           WHERE schedule_id = $1 AND occurrence_at >= $2 AND occurrence_at < $2 + 60000
+           ORDER BY created_at, job_id LIMIT 1""",
+        schedule_id,
+        minute_ms,
+    )
+    return id_
+
+
+async def lock_occurrence(conn: asyncpg.Connection, schedule_id: str, minute_ms: int) -> None:
+    """Hold, until the caller's transaction ends, the lock of one nominal minute of a plan:
+    two admissions of the same instant under different ids (the plan's zone changed between
+    them) cannot both find no job and both insert. A transaction-scoped advisory lock keyed
+    by two ``int4`` (the plan id's hash, the minute's number since the epoch): PostgreSQL
+    keeps that key space apart from the one-``bigint`` keys of the reconciler, the watch
+    and the migrations."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1), $2::int)", schedule_id, minute_ms // 60_000)
+
+
 async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> bool:
     """Record a consumer cancel request (first one wins) on an open job. Returns False for
     an unknown job and for one that had already ended: an ended job is not cancelled, and

@@ -23,7 +23,7 @@ from curaflow.domain.occurrence import (
     occurrence_minute_ms,
 )
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
+from curaflow.ledger.jobs import NewJob, insert_job, lock_occurrence, occurrence_job, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.schedules.watch import record_misses
@@ -78,7 +78,12 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     The job id comes from the nominal instant in the plan's time zone (the zone the
     schedule fired in, i.e. ``req.occurrence.timezone``); a job admitted under the
     instant's legacy id (:func:`~curaflow.domain.occurrence.legacy_occurrence_job_id`,
-    before ids carried the offset) is the same occurrence. The job row keeps the
+    before ids carried the offset), or any job of the plan whose nominal time falls in the
+    same minute (:func:`~curaflow.ledger.jobs.occurrence_job`: an id written in the plan's
+    zone before a change of it — ``T0200+0000`` in UTC is ``T0300+0100`` in Europe/Berlin),
+    is the same occurrence: one job per nominal minute of the plan (DESIGN.md "Scheduled
+    occurrences"), looked up and inserted under that minute's lock
+    (:func:`~curaflow.ledger.jobs.lock_occurrence`). The job row keeps the
     nominal time (``jobs.occurrence_at``: the outcome's ``occurrence_at``). Targets are resolved from the
     live configuration: the plan's current ``target_ids`` if the plan is still
     configured, else those recorded at sync time; an empty list means every configured
@@ -104,10 +109,20 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     lag_s = (now_ms() - req.scheduled_at_ms) / 1000
     plan = next((p for p in settings.schedules if p.id == occ.schedule_id), None)
     configured = plan is not None  # the metrics' label: a configured plan's id, or one value for any other
-    async with pool.acquire() as conn:
+    minute = occurrence_minute_ms(req.scheduled_at_ms)
+    async with pool.acquire() as conn, conn.transaction():
+        # One job per nominal minute of the plan: under the minute's lock, a job stored under
+        # this id, under its legacy id, or under another id of the same instant (written in
+        # the plan's zone before a change of it: UTC's ``T0200+0000`` is Berlin's
+        # ``T0300+0100``) is this occurrence's.
+        await lock_occurrence(conn, occ.schedule_id, minute)
         stored = await workflow_input(conn, job_id)
         if stored is None and legacy_id is not None:
             stored = await workflow_input(conn, legacy_id)
+        if stored is None:
+            same_instant = await occurrence_job(conn, occ.schedule_id, minute)
+            if same_instant is not None:
+                stored = await workflow_input(conn, same_instant)
         if stored is not None:
             job_id = stored.job_id
             log.info("schedule.occurrence_duplicate", schedule_id=occ.schedule_id, job_id=job_id, lag_s=round(lag_s, 3))
@@ -118,6 +133,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         unknown = [tid for tid in wanted if settings.target(tid) is None]
         if unknown:
             log.warning("schedule.unknown_targets", schedule_id=occ.schedule_id, job_id=job_id, target_ids=unknown)
+        problem = None
         if not targets:
             problem = (
                 f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured on this worker "
@@ -125,39 +141,42 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
                 "and not synced: `curaflow schedules sync`)"
             )
             await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem, configured=configured)
-            raise OccurrenceConfigError(problem)
-        dated = JobInput(  # dated by the insert, on the database's clock: stand-in times until then
-            job_id=job_id,
-            plan_id=occ.schedule_id,
-            schedule_id=occ.schedule_id,
-            trigger="schedule",
-            created_at_ms=0,
-            deadline_at_ms=0,
-            targets=[target_spec(settings, t) for t in targets],
-            budgets=settings.budgets_model(),
-            max_fallback_stages=max(1, settings.max_fallback_passes),
-            source_task_queues=settings.source_task_queues(),
-        )
-        row = await insert_job(
-            conn,
-            NewJob(
-                job_input=dated,
-                occurrence_date=occurrence_date,
-                occurrence_at=req.scheduled_at_ms,
-                deadline_ms=settings.budgets.default_deadline_ms,
-            ),
-        )
-        if row.job_input is None:  # lost a race with a concurrent trigger of the same minute
+        else:
+            dated = JobInput(  # dated by the insert, on the database's clock: stand-in times until then
+                job_id=job_id,
+                plan_id=occ.schedule_id,
+                schedule_id=occ.schedule_id,
+                trigger="schedule",
+                created_at_ms=0,
+                deadline_at_ms=0,
+                targets=[target_spec(settings, t) for t in targets],
+                budgets=settings.budgets_model(),
+                max_fallback_stages=max(1, settings.max_fallback_passes),
+                source_task_queues=settings.source_task_queues(),
+            )
+            row = await insert_job(
+                conn,
+                NewJob(
+                    job_input=dated,
+                    occurrence_date=occurrence_date,
+                    occurrence_at=req.scheduled_at_ms,
+                    deadline_ms=settings.budgets.default_deadline_ms,
+                ),
+            )
+    if problem is not None:  # raised once the miss is committed
+        raise OccurrenceConfigError(problem)
+    if row.job_input is None:  # lost a race with a concurrent trigger of the same minute
+        async with pool.acquire() as conn:
             stored = await workflow_input(conn, job_id)
-            assert stored is not None
-            metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
-            return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
-        # No start is recorded here: the trampoline starts the job's run after this
-        # activity, and one it never starts (cancelled or terminated before it could, its
-        # activity done all the same: it hears no cancel) is started by the reconciler's
-        # rule 1 like any admitted job whose start was lost — which attaches to the child
-        # run the trampoline started and records it (until 2026-12-07 the start was
-        # recorded here, and such a job was never run).
+        assert stored is not None
+        metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
+        return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
+    # No start is recorded here: the trampoline starts the job's run after this
+    # activity, and one it never starts (cancelled or terminated before it could, its
+    # activity done all the same: it hears no cancel) is started by the reconciler's
+    # rule 1 like any admitted job whose start was lost — which attaches to the child
+    # run the trampoline started and records it (until 2026-12-07 the start was
+    # recorded here, and such a job was never run).
     inp = row.job_input
     metrics.record_admitted("schedule", inp.job_type)
     metrics.record_occurrence(occ.schedule_id, "started", lag_s, configured=configured)
