@@ -14,6 +14,10 @@ CRON_DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@m
 CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,#-]+$")
 
 
+#: Names the time-zone database holds that name no zone of a place (``timezone`` refuses them).
+NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
 class ScheduleConfig(Section):
     """A recurring plan (Temporal Schedule): one job per occurrence."""
 
@@ -64,6 +68,13 @@ class ScheduleConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
+        # Files of the time-zone database that are no IANA zone (2026-12-07; before, any
+        # name ZoneInfo could open was taken): "localtime" is each host's own zone — the
+        # Temporal server's for the cron, each worker's for the job id —, "Factory" and
+        # "posixrules" are no place's, "right/…" counts leap seconds (Python reads 02:00Z in
+        # December as Berlin's 04:00+0200) and "posix/…" duplicates the zone under another name.
+        if value in NOT_ZONES or value.startswith(("right/", "posix/")):
+            raise ValueError(f"not an IANA time zone {value!r} (a place's name such as 'Europe/Berlin', or 'UTC')")
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):

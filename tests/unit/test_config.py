@@ -98,6 +98,14 @@ def schedule_config(tmp_path: Path, **plan: str) -> Path:
         ({"cron": "@sometimes"}, "unknown descriptor"),
         ({"cron": "@every"}, "unknown descriptor"),
         ({"cron": "0 3 * * *", "timezone": "Tokyo"}, "unknown timezone 'Tokyo'"),
+        # names the time-zone database files but no IANA zone: "localtime" is each host's own
+        # zone (the Temporal server's for the cron, each worker's for the job id), "right/…"
+        # counts leap seconds (Python reads 02:00Z in December as Berlin's 04:00+0200)
+        ({"cron": "0 3 * * *", "timezone": "localtime"}, "not an IANA time zone 'localtime'"),
+        ({"cron": "0 3 * * *", "timezone": "posixrules"}, "not an IANA time zone 'posixrules'"),
+        ({"cron": "0 3 * * *", "timezone": "Factory"}, "not an IANA time zone 'Factory'"),
+        ({"cron": "0 3 * * *", "timezone": "right/Europe/Berlin"}, "not an IANA time zone 'right/Europe/Berlin'"),
+        ({"cron": "0 3 * * *", "timezone": "posix/Europe/Berlin"}, "not an IANA time zone 'posix/Europe/Berlin'"),
     ],
 )
 def test_bad_schedule_cron_or_timezone_is_refused_at_load(tmp_path: Path, plan: dict[str, str], message: str) -> None:
@@ -110,6 +118,9 @@ def test_bad_schedule_cron_or_timezone_is_refused_at_load(tmp_path: Path, plan: 
     "plan",
     [
         {"cron": "0 3 * * *", "timezone": "Asia/Tokyo"},
+        {"cron": "0 3 * * *", "timezone": "Asia/Kathmandu"},
+        {"cron": "0 3 * * *", "timezone": "Etc/GMT+5"},
+        {"cron": "0 3 * * *", "timezone": "EST5EDT"},
         {"cron": "30 4 1-15 JAN,JUL MON-FRI"},
         {"cron": "0 0 3 * * * 2027"},
         {"cron": "@daily"},
