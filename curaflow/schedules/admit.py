@@ -9,6 +9,7 @@ on one job.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfoNotFoundError
 
 import asyncpg
 
@@ -97,18 +98,34 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         already existed.
 
     Raises:
-        OccurrenceConfigError: none of the targets is configured on this worker. The
+        OccurrenceConfigError: none of the targets is configured on this worker, or the
+            action's time zone is none it knows (an action edited by hand). The
             occurrence is then a named miss (``schedule_misses``, ``configuration_error``:
             ``schedule.occurrence_missed``, ``curaflow_schedule_occurrences_missed_total``),
             once per nominal minute: Temporal started it, so the watch never sees it dropped.
     """
     occ = req.occurrence
     scheduled = datetime.fromtimestamp(req.scheduled_at_ms / 1000, tz=UTC)
-    job_id, occurrence_date = occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
-    legacy_id = legacy_occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
     lag_s = (now_ms() - req.scheduled_at_ms) / 1000
     plan = next((p for p in settings.schedules if p.id == occ.schedule_id), None)
     configured = plan is not None  # the metrics' label: a configured plan's id, or one value for any other
+    try:
+        job_id, occurrence_date = occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
+        legacy_id = legacy_occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        # The action's zone is none this worker knows (an action edited by hand: sync writes
+        # the configuration's, checked at load). Until 2026-12-07 the zone database's error
+        # was retried until the occurrence timed out, every later time skipped behind it.
+        problem = (
+            f"schedule {occ.schedule_id!r}: the action's time zone {occ.timezone!r} is no time zone "
+            "this worker knows, so the occurrence's job cannot be named (an action edited by hand: "
+            "`curaflow schedules sync` restores the plan's)"
+        )
+        async with pool.acquire() as conn:
+            await _name_unadmitted(
+                conn, occ.schedule_id, req.scheduled_at_ms, req.trampoline_id, problem, configured=configured
+            )
+        raise OccurrenceConfigError(problem) from None
     minute = occurrence_minute_ms(req.scheduled_at_ms)
     async with pool.acquire() as conn, conn.transaction():
         # One job per nominal minute of the plan: under the minute's lock, a job stored under

@@ -21,7 +21,7 @@ from curaflow.config import Settings
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceInput
 from curaflow.routes import DirectoryRouteConfig
-from curaflow.schedules.admit import admit_occurrence
+from curaflow.schedules.admit import OccurrenceConfigError, admit_occurrence
 from tests.support import short_id
 
 pytestmark = pytest.mark.integration
@@ -78,3 +78,20 @@ async def test_other_instants_of_the_plan_are_their_own_jobs(ledger_pool: asyncp
     )
     assert created and elsewhere == f"{other}@2026-12-06T0300+0100"
     assert first != later
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus_Mons", "../../etc/passwd", ""])
+async def test_an_action_edited_to_an_unknown_zone_is_a_named_configuration_error(
+    ledger_pool: asyncpg.Pool, tmp_path: Path, zone: str
+) -> None:
+    """``temporal schedule update`` can give the action any ``timezone``; the admission
+    cannot name the occurrence's job. It must fail for good (``configuration_error``: the
+    trampoline ends, no later time is skipped behind an activity retried for 130 min) and
+    name the time as a miss, never raise the zone database's error (retried)."""
+    plan = f"zone{short_id()}"
+    at_ms = int(AT.timestamp() * 1000)
+    with pytest.raises(OccurrenceConfigError, match="time zone"):
+        await _admit(ledger_pool, _settings(tmp_path, plan, "UTC"), plan, zone, at_ms)
+    misses = await ledger_pool.fetch("SELECT nominal_at, why FROM schedule_misses WHERE schedule_id = $1", plan)
+    assert [(m["nominal_at"], m["why"]) for m in misses] == [(at_ms, "configuration_error")]
+    assert await ledger_pool.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", plan) == 0
