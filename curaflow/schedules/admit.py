@@ -150,7 +150,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         unknown = [tid for tid in wanted if settings.target(tid) is None]
         if unknown:
             log.warning("schedule.unknown_targets", schedule_id=occ.schedule_id, job_id=job_id, target_ids=unknown)
-        problem = None
+        problem: str | None = None
         if not targets:
             problem = (
                 f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured on this worker "
