@@ -150,14 +150,16 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         unknown = [tid for tid in wanted if settings.target(tid) is None]
         if unknown:
             log.warning("schedule.unknown_targets", schedule_id=occ.schedule_id, job_id=job_id, target_ids=unknown)
-        problem: str | None = None
+        unadmitted: str | None = None
         if not targets:
-            problem = (
+            unadmitted = (
                 f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured on this worker "
                 "(workers with different configurations, or a plan removed from the configuration "
                 "and not synced: `curaflow schedules sync`)"
             )
-            await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem, configured=configured)
+            await _name_unadmitted(
+                conn, occ.schedule_id, req.scheduled_at_ms, job_id, unadmitted, configured=configured
+            )
         else:
             dated = JobInput(  # dated by the insert, on the database's clock: stand-in times until then
                 job_id=job_id,
@@ -180,8 +182,8 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
                     deadline_ms=settings.budgets.default_deadline_ms,
                 ),
             )
-    if problem is not None:  # raised once the miss is committed
-        raise OccurrenceConfigError(problem)
+    if unadmitted is not None:  # raised once the miss is committed
+        raise OccurrenceConfigError(unadmitted)
     if row.job_input is None:  # lost a race with a concurrent trigger of the same minute
         async with pool.acquire() as conn:
             stored = await workflow_input(conn, job_id)
