@@ -526,6 +526,32 @@ class ArtifactStore:
         with contextlib.suppress(OSError):  # not empty (another target's folder), or gone
             folder.parent.rmdir()
 
+    def remove(self, job_id: str, target_id: str) -> None:
+        """Remove one cell's artifact folder for good, and its job's folder once empty
+        (retention: :func:`curaflow.ledger.holdings.release`), or say why not. Blocking.
+
+        Unlike :meth:`delete`, a folder that stays is an error, never a silent success: the
+        ledger forgets a folder only once it is gone (a file it cannot remove, a read-only
+        disk). A cell's folder that is a symbolic link inside the root is unlinked, never
+        followed; one that leads out of the root is left as it is (an operator moved it
+        there: nothing outside the root is touched). A folder already gone is no error.
+
+        Raises:
+            OSError: the folder, or something in it, could not be removed.
+            curaflow.paths.PathEscape: the folder leads outside the root (left as it is).
+        """
+        folder = self.folder(job_id, target_id)
+        try:
+            if folder.is_symlink():
+                folder.unlink()
+            else:
+                shutil.rmtree(folder)
+        except FileNotFoundError:  # gone, or a file in it removed meanwhile: checked below
+            if os.path.lexists(folder):
+                raise
+        with contextlib.suppress(OSError):  # not empty (another target's folder), or gone
+            folder.parent.rmdir()
+
     @staticmethod
     def holds(artifact: Artifact) -> bool:
         """True when every file of ``artifact`` is on this process's disk at its recorded

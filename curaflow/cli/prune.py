@@ -1,8 +1,10 @@
 """``curaflow prune``: the retention policy applied to the ledger and the artifact store.
 
 What is pruned and what is never touched: :mod:`curaflow.ledger.retention`.
-Exit status: 0 on success, 2 for a usage error (no age given and no ``retention.days``),
-3 when the ledger could not be reached (:func:`curaflow.cli.common.open_ledger`).
+Exit status: 0 on success, 1 when an artifact folder of this host could not be deleted
+(each said on stderr; it stays pending, the next prune tries it again), 2 for a usage
+error (no age given and no ``retention.days``), 3 when the ledger could not be reached
+(:func:`curaflow.cli.common.open_ledger`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def prune(
     out = asyncio.run(main())
     if as_json:
         print(json.dumps(out, indent=2))
+        refused(out["errors"])
         return
     verb = "would prune" if dry_run else "pruned"
     out_console.print(
@@ -98,3 +101,13 @@ def prune(
             "that worker's retention pass deletes them",
             highlight=False,
         )
+    refused(out["errors"])
+
+
+def refused(errors: list[str]) -> None:
+    """Say the folders this host could not delete, one line each on stderr, and exit 1
+    (the ledger's part is done; they stay pending and the next prune tries them again)."""
+    for line in errors:
+        error(f"not removed: {line}")
+    if errors:
+        raise typer.Exit(1)

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import asyncpg
 
 from curaflow.artifacts import ArtifactStore
 from curaflow.ledger.db import now_ms
+from curaflow.paths import PathEscape
 
 #: Folders deleted per batch of a release (one query, one delete).
 RELEASE_BATCH = 500
@@ -89,40 +91,70 @@ async def register_store(pool: asyncpg.Pool, store: ArtifactStore, at_ms: int | 
     )
 
 
-async def release(pool: asyncpg.Pool, store: ArtifactStore) -> int:
+class Released(NamedTuple):
+    """What one :func:`release` did.
+
+    Attributes:
+        removed: folders deleted (and forgotten).
+        refused: one line for each folder that could not be deleted (``<job>/<target>:
+            <why>``): it stays recorded, so it is still pending and the next pass tries it
+            again.
+    """
+
+    removed: int
+    refused: list[str]
+
+
+async def release(pool: asyncpg.Pool, store: ArtifactStore) -> Released:
     """Delete the folders ``store`` holds for pruned jobs and for cells marked :func:`done`,
     then forget them.
 
-    A folder is deleted before its row (a failure leaves a row to retry, never a file
-    nothing points to). Returns how many folders were deleted.
+    A folder is deleted before its row, and a row is deleted only once its folder is gone
+    (:meth:`~curaflow.artifacts.ArtifactStore.remove`): a folder that cannot be deleted (a
+    file the disk refuses to remove, a read-only mount, a folder an operator moved out of
+    the root behind a symbolic link — never followed) keeps its row, is said in
+    ``refused``, and the pass goes on with the other folders; the next pass tries it again.
+    Until 2026-12-07 a failure was ignored and the row deleted all the same (the files
+    stayed, recorded nowhere, counted as removed), and a folder leading out of the root
+    stopped the pass at its first batch, every pass (``tests/integration/test_retention_disk.py``).
     """
     store_id, _ = await asyncio.to_thread(store.identity)
     removed = 0
+    refused: list[str] = []
+    skipped: list[tuple[str, str]] = []  # refused this pass: not asked for again
     while True:
         rows = await pool.fetch(
-            """(SELECT h.job_id, h.target_id FROM artifact_holdings h JOIN jobs j USING (job_id)
-                WHERE h.store_id = $1 AND j.pruned_at IS NOT NULL LIMIT $2)
+            """WITH skip AS (SELECT * FROM unnest($3::text[], $4::text[]) AS s(job_id, target_id))
+               (SELECT h.job_id, h.target_id FROM artifact_holdings h JOIN jobs j USING (job_id)
+                WHERE h.store_id = $1 AND j.pruned_at IS NOT NULL
+                  AND (h.job_id, h.target_id) NOT IN (SELECT job_id, target_id FROM skip) LIMIT $2)
                UNION
                (SELECT h.job_id, h.target_id FROM artifact_holdings h
-                WHERE h.store_id = $1 AND h.done_at IS NOT NULL LIMIT $2)
+                WHERE h.store_id = $1 AND h.done_at IS NOT NULL
+                  AND (h.job_id, h.target_id) NOT IN (SELECT job_id, target_id FROM skip) LIMIT $2)
                LIMIT $2""",
             store_id,
             RELEASE_BATCH,
+            [c[0] for c in skipped],
+            [c[1] for c in skipped],
         )
         if not rows:
-            return removed
+            return Released(removed, refused)
         cells = [(r["job_id"], r["target_id"]) for r in rows]
-        await asyncio.to_thread(_delete, store, cells)
+        failures = await asyncio.to_thread(remove_folders, store, cells)
+        gone = [c for c in cells if c not in failures]
+        skipped += failures
+        refused += [f"{job}/{target}: {why}" for (job, target), why in failures.items()]
         await pool.execute(
             """DELETE FROM artifact_holdings h USING unnest($2::text[], $3::text[]) AS c(job_id, target_id)
                WHERE h.store_id = $1 AND h.job_id = c.job_id AND h.target_id = c.target_id""",
             store_id,
-            [c[0] for c in cells],
-            [c[1] for c in cells],
+            [c[0] for c in gone],
+            [c[1] for c in gone],
         )
-        removed += len(cells)
+        removed += len(gone)
         if len(rows) < RELEASE_BATCH:
-            return removed
+            return Released(removed, refused)
 
 
 async def pending(pool: asyncpg.Pool) -> list[PendingStore]:
@@ -149,6 +181,13 @@ async def unheld(conn: asyncpg.Connection, job_ids: list[str]) -> set[tuple[str,
     return {(r["job_id"], r["target_id"]) for r in rows}
 
 
-def _delete(store: ArtifactStore, cells: list[tuple[str, str]]) -> None:
+def remove_folders(store: ArtifactStore, cells: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Remove each cell's folder (:meth:`~curaflow.artifacts.ArtifactStore.remove`);
+    returns the cells whose folder stays, with why. Blocking."""
+    failures: dict[tuple[str, str], str] = {}
     for job_id, target_id in cells:
-        store.delete(job_id, target_id)
+        try:
+            store.remove(job_id, target_id)
+        except (OSError, PathEscape) as err:
+            failures[(job_id, target_id)] = f"{type(err).__name__}: {err}"[:300]
+    return failures

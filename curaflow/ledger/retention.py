@@ -85,8 +85,11 @@ class PruneReport:
         files_removed: cells' artifact folders deleted by this run, by store label
             (``host:path``): those this store held for pruned jobs (of this run or of
             earlier ones), and folders of cells fetched before holdings were recorded.
-        files_pending: folders of pruned jobs other stores still hold (deleted at those
+        files_pending: folders of pruned jobs stores still hold (deleted at those
             workers' next retention pass): ``{store_id, label, folders, seen_at_ms}``.
+        errors: one line for each folder this store could not delete (``<job>/<target>:
+            <why>``: a file the disk refuses to remove, a folder leading out of the
+            root — never followed); it stays pending and the next pass tries it again.
     """
 
     cutoff_ms: int
@@ -199,12 +202,17 @@ async def prune(
     status = await pool.execute("DELETE FROM schedule_misses WHERE nominal_at < $1", cutoff_ms)
     report.misses = int(status.split()[-1])
     if store is not None:
-        removed = await holdings.release(pool, store)
+        released = await holdings.release(pool, store)
+        removed = released.removed
+        report.errors += released.refused
         if legacy:  # fetched before holdings existed: only this host's copy can be found
-            await asyncio.to_thread(_delete_files, store, legacy)
+            failures = await asyncio.to_thread(holdings.remove_folders, store, legacy)
+            removed += len(legacy) - len(failures)
+            report.errors += [f"{job}/{target}: {why}" for (job, target), why in failures.items()]
         _, label = await asyncio.to_thread(store.identity)
-        if removed or legacy:
-            report.files_removed[label] = removed + len(legacy)
+        if removed:
+            report.files_removed[label] = removed
+        _log_refused(label, report.errors)
     report.files_pending = [asdict(p) for p in await holdings.pending(pool)]
     return report
 
@@ -256,17 +264,21 @@ async def release_tick(pool: asyncpg.Pool, store: ArtifactStore | None, *, now: 
     report = PruneReport(cutoff_ms=now_ms() if now is None else now)
     if store is None:
         return report
-    removed = await holdings.release(pool, store)
-    if removed:
-        _, label = await asyncio.to_thread(store.identity)
-        report.files_removed[label] = removed
-        log.info("retention.files_removed", store=label, folders=removed)
+    released = await holdings.release(pool, store)
+    _, label = await asyncio.to_thread(store.identity)
+    if released.removed:
+        report.files_removed[label] = released.removed
+        log.info("retention.files_removed", store=label, folders=released.removed)
+    report.errors += released.refused
+    _log_refused(label, report.errors)
     return report
 
 
-def _delete_files(store: ArtifactStore, cells: list[tuple[str, str]]) -> None:
-    for job_id, target_id in cells:
-        store.delete(job_id, target_id)
+def _log_refused(label: str, refused: list[str]) -> None:
+    """Log the folders this store could not delete (``retention.folders_refused``): they
+    stay recorded and the next pass tries them again."""
+    if refused:
+        log.warning("retention.folders_refused", store=label, folders=len(refused), first=refused[:5])
 
 
 async def ledger_bytes(conn: asyncpg.Connection | asyncpg.Pool) -> dict[str, int]:
