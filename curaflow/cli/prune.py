@@ -67,7 +67,7 @@ def prune(
                 dry_run=dry_run,
             )
             if vacuum and not dry_run:
-                for table in ("job_events", "event_pushes", "cells", "jobs", "schedule_misses"):
+                for table in ("job_events", "event_pushes", "cells", "jobs", "schedule_misses", "artifact_chunks"):
                     await pool.execute(f"VACUUM {table}")
             after = await retention.ledger_bytes(pool)
         return {
@@ -86,7 +86,9 @@ def prune(
     out_console.print(
         f"{verb} {out['jobs']} job(s) finished more than {days} day(s) ago: {out['events']} event(s), "
         f"{out['pushes']} push(es), {out['candidate_reports']} candidate report(s), {out['artifacts']} artifact(s); "
-        f"{out['misses']} schedule miss(es). Ledger {out['bytes_before']:,} → {out['bytes_after']:,} bytes "
+        f"{out['misses']} schedule miss(es)"
+        + (f", {out['chunks']} row(s) of a late artifact copy" if out["chunks"] else "")
+        + f". Ledger {out['bytes_before']:,} → {out['bytes_after']:,} bytes "
         "(deleted rows' space is reused by new rows; --vacuum makes it reusable at once)",
         highlight=False,
     )

@@ -7,7 +7,9 @@ than N days ago (``jobs.completed_at``; an open job is never touched, whatever i
   push rows (``event_pushes``, the terminal event's too), its cells' candidate reports
   (but what the Result reads of them: ``fetched``, ``filtered``), scan candidates and search
   checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
-  files on every host that holds them (below); named schedule misses older than N days;
+  files on every host that holds them (below), the ledger's copy an attempt that outlived
+  the job's finish left (``artifact_chunks``: the finish deleted the rest); named
+  schedule misses older than N days;
 * **kept**: the job row (identity, idempotency key and frozen admission answer, the
   occurrence it was), its terminal event (``job.succeeded`` … ``job.cancelled``: the
   stream still ends as the job did, so a consumer's cursor taken before the prune, or
@@ -66,6 +68,7 @@ LEDGER_TABLES = (
     "schedule_misses",
     "artifact_holdings",
     "artifact_stores",
+    "artifact_chunks",
 )
 
 
@@ -82,6 +85,9 @@ class PruneReport:
             Result reads (``fetched``, ``filtered``).
         artifacts: cells whose artifact metadata was removed.
         misses: named schedule misses deleted.
+        chunks: rows of the ledger's copy of artifacts (``artifact_chunks``) deleted: the
+            finish deletes the copy, so these are what an attempt that outlived its job's
+            finish copied after it (until 2026-12-07 they stayed for good).
         files_removed: cells' artifact folders deleted by this run, by store label
             (``host:path``): those this store held for pruned jobs (of this run or of
             earlier ones), and folders of cells fetched before holdings were recorded.
@@ -100,6 +106,7 @@ class PruneReport:
     candidate_reports: int = 0
     artifacts: int = 0
     misses: int = 0
+    chunks: int = 0
     files_removed: dict[str, int] = field(default_factory=dict)
     files_pending: list[dict[str, object]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -150,12 +157,13 @@ async def prune(
                        (SELECT count(*) FROM cells c JOIN j USING (job_id)
                         WHERE c.candidate_report IS NOT NULL) AS candidate_reports,
                        (SELECT count(*) FROM cells c JOIN j USING (job_id) WHERE c.artifact IS NOT NULL) AS artifacts,
-                       (SELECT count(*) FROM schedule_misses WHERE nominal_at < $1) AS misses""",
+                       (SELECT count(*) FROM schedule_misses WHERE nominal_at < $1) AS misses,
+                       (SELECT count(*) FROM artifact_chunks c JOIN j USING (job_id)) AS chunks""",
             cutoff_ms,
             KEPT_EVENT_TYPES,
         )
         assert row is not None
-        for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses"):
+        for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses", "chunks"):
             setattr(report, key, int(row[key]))
         report.files_pending = [asdict(p) for p in await holdings.pending(pool)]
         return report
@@ -180,6 +188,9 @@ async def prune(
                 ids,
             )
             pushes = await conn.execute("DELETE FROM event_pushes WHERE job_id = ANY($1::text[])", ids)
+            # The ledger's copy of artifacts goes with the finish; what an attempt that
+            # outlived the finish copied after it goes here (nothing reads it any more).
+            chunks = await conn.execute("DELETE FROM artifact_chunks WHERE job_id = ANY($1::text[])", ids)
             events = await conn.execute(
                 "DELETE FROM job_events WHERE job_id = ANY($1::text[]) AND type <> ALL($2::text[])",
                 ids,
@@ -195,6 +206,7 @@ async def prune(
         report.jobs += len(ids)
         report.pushes += int(pushes.split()[-1])
         report.events += int(events.split()[-1])
+        report.chunks += int(chunks.split()[-1])
         report.candidate_reports += sum(1 for c in cells if c["has_report"])
         report.artifacts += sum(1 for c in cells if c["has_artifact"])
         if len(ids) < batch:

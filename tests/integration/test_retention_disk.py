@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from curaflow.artifacts import ArtifactStore
+from curaflow.ledger.cells.transitions import artifact_ready
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.retention import DAY_MS, prune, prune_tick
 from tests.conftest import StackFactory
@@ -118,3 +119,20 @@ async def test_curaflow_prune_says_a_folder_it_could_not_delete_and_exits_1(
     again = await asyncio.to_thread(curaflow_command, ["prune", "--older-than-days", "30"], env=env, timeout=120)
     assert again.returncode == 0, again.stderr
     assert await pool.fetchval("SELECT count(*) FROM artifact_holdings WHERE job_id = $1", job_id) == 0
+
+
+async def test_the_ledger_copy_a_late_fetch_left_after_the_finish_goes_with_the_prune(
+    own_db: asyncpg.Pool,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    [job_id] = await old_jobs(own_db, store, 1)
+    await own_db.execute("UPDATE cells SET state = 'selected', work_id = '42' WHERE job_id = $1", job_id)
+    await own_db.execute("UPDATE cells SET state = 'failed', artifact = NULL WHERE job_id = $1", job_id)
+    # a fetch attempt that outlived its job's finish (which deleted the ledger's copy)
+    # copies its pages in the statement that would make the cell ready: the cell has ended
+    async with own_db.acquire() as conn, conn.transaction():
+        await artifact_ready(conn, job_id, "sim", "42", {"work_id": "42", "files": []}, pages=([0], [b"x" * 1000]))
+    assert await own_db.fetchval("SELECT state FROM cells WHERE job_id = $1", job_id) == "failed"
+    await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
+    assert await own_db.fetchval("SELECT count(*) FROM artifact_chunks WHERE job_id = $1", job_id) == 0
