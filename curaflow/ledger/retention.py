@@ -3,8 +3,9 @@
 The policy (``curaflow prune``, DESIGN "Retention"): for every job that **finished** more
 than N days ago (``jobs.completed_at``; an open job is never touched, whatever its age),
 
-* **pruned**: its lifecycle events (``job_events``) but the terminal one, and their
-  push rows (``event_pushes``, the terminal event's too), its cells' candidate reports
+* **pruned**: its lifecycle events (``job_events``) but the terminal one and those whose
+  push is still pending, and their settled push rows (``event_pushes``, the terminal
+  event's too), its cells' candidate reports
   (but what the Result reads of them: ``fetched``, ``filtered``), scan candidates and search
   checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
   files on every host that holds them (below), the ledger's copy an attempt that outlived
@@ -46,6 +47,7 @@ import asyncpg
 from curaflow.artifacts import ArtifactStore
 from curaflow.ledger import holdings
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.event_pushes import PENDING
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 
@@ -80,7 +82,8 @@ class PruneReport:
         cutoff_ms: jobs that finished before this instant (epoch ms, UTC) were pruned.
         jobs: finished jobs whose records were pruned.
         events / pushes: event rows and push rows deleted (a job's terminal event is
-            kept: :data:`KEPT_EVENT_TYPES`).
+            kept: :data:`KEPT_EVENT_TYPES`; so is an event whose push is still pending,
+            with its push: the consumer is still owed it).
         candidate_reports: cells whose candidate report was cut to what the job's
             Result reads (``fetched``, ``filtered``).
         artifacts: cells whose artifact metadata was removed.
@@ -123,6 +126,10 @@ _REPORT_KEPT = """CASE WHEN candidate_report IS NULL THEN NULL ELSE jsonb_strip_
     'fetched', candidate_report->'fetched', 'filtered', candidate_report->'filtered')) END"""
 
 _ELIGIBLE = "completed_at IS NOT NULL AND completed_at < $1 AND pruned_at IS NULL"
+#: An event ``e`` whose push is not pending any more, or that has none (``$3``: ``pending``):
+#: the events a prune may delete.
+_NOT_OWED = """NOT EXISTS (SELECT 1 FROM event_pushes p
+                               WHERE p.job_id = e.job_id AND p.seq = e.seq AND p.status = $3)"""
 
 
 async def prune(
@@ -152,8 +159,8 @@ async def prune(
             f"""WITH j AS (SELECT job_id FROM jobs WHERE {_ELIGIBLE})
                 SELECT (SELECT count(*) FROM j) AS jobs,
                        (SELECT count(*) FROM job_events e JOIN j USING (job_id)
-                        WHERE e.type <> ALL($2::text[])) AS events,
-                       (SELECT count(*) FROM event_pushes p JOIN j USING (job_id)) AS pushes,
+                        WHERE e.type <> ALL($2::text[]) AND {_NOT_OWED}) AS events,
+                       (SELECT count(*) FROM event_pushes p JOIN j USING (job_id) WHERE p.status <> $3) AS pushes,
                        (SELECT count(*) FROM cells c JOIN j USING (job_id)
                         WHERE c.candidate_report IS NOT NULL) AS candidate_reports,
                        (SELECT count(*) FROM cells c JOIN j USING (job_id) WHERE c.artifact IS NOT NULL) AS artifacts,
@@ -161,6 +168,7 @@ async def prune(
                        (SELECT count(*) FROM artifact_chunks c JOIN j USING (job_id)) AS chunks""",
             cutoff_ms,
             KEPT_EVENT_TYPES,
+            PENDING,
         )
         assert row is not None
         for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses", "chunks"):
@@ -187,14 +195,20 @@ async def prune(
                    FROM cells WHERE job_id = ANY($1::text[])""",
                 ids,
             )
-            pushes = await conn.execute("DELETE FROM event_pushes WHERE job_id = ANY($1::text[])", ids)
+            # A push still pending is owed to the consumer (its event too: the push row
+            # cascades with it); the sweeper sends it whenever a worker runs again.
+            pushes = await conn.execute(
+                "DELETE FROM event_pushes WHERE job_id = ANY($1::text[]) AND status <> $2", ids, PENDING
+            )
             # The ledger's copy of artifacts goes with the finish; what an attempt that
             # outlived the finish copied after it goes here (nothing reads it any more).
             chunks = await conn.execute("DELETE FROM artifact_chunks WHERE job_id = ANY($1::text[])", ids)
             events = await conn.execute(
-                "DELETE FROM job_events WHERE job_id = ANY($1::text[]) AND type <> ALL($2::text[])",
+                f"""DELETE FROM job_events e WHERE job_id = ANY($1::text[]) AND type <> ALL($2::text[])
+                      AND {_NOT_OWED}""",
                 ids,
                 KEPT_EVENT_TYPES,
+                PENDING,
             )
             await conn.execute(
                 f"""UPDATE cells SET candidate_report = {_REPORT_KEPT}, candidates = NULL,

@@ -19,6 +19,8 @@ import pytest
 from curaflow.artifacts import ArtifactStore
 from curaflow.ledger.cells.transitions import artifact_ready
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.event_pushes import enqueue_push
+from curaflow.ledger.events import append_event
 from curaflow.ledger.retention import DAY_MS, prune, prune_tick
 from tests.conftest import StackFactory
 from tests.integration.test_retention_hosts import finished_jobs, own_db  # noqa: F401  (fixture)
@@ -136,3 +138,27 @@ async def test_the_ledger_copy_a_late_fetch_left_after_the_finish_goes_with_the_
     assert await own_db.fetchval("SELECT state FROM cells WHERE job_id = $1", job_id) == "failed"
     await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
     assert await own_db.fetchval("SELECT count(*) FROM artifact_chunks WHERE job_id = $1", job_id) == 0
+
+
+async def test_a_push_still_pending_is_not_pruned_and_a_settled_one_is(
+    own_db: asyncpg.Pool,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # every worker was down longer than the retention (the sweeper pushes pending events
+    # whenever one runs again); a `curaflow prune` from an admin box ran meanwhile
+    store = ArtifactStore(tmp_path / "artifacts")
+    [job_id] = await old_jobs(own_db, store, 1)
+    async with own_db.acquire() as conn, conn.transaction():
+        for kind in ("job.accepted", "job.started", "job.progress", "job.succeeded"):
+            seq = await append_event(conn, job_id, kind)
+            await enqueue_push(conn, job_id, seq, f"ev-{seq}", "https://consumer.example/hook", {"type": kind})
+    await own_db.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq <= 2", job_id)
+    counted = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store, dry_run=True)
+    assert counted.jobs == 1 and counted.pushes == 2 and counted.events == 2
+    report = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
+    assert report.jobs == 1 and report.pushes == 2 and report.events == 2
+    left = await own_db.fetch("SELECT seq, status FROM event_pushes WHERE job_id = $1 ORDER BY seq", job_id)
+    # what the consumer has not been sent yet still reaches it, in order, the job's end last
+    assert [(r["seq"], r["status"]) for r in left] == [(3, "pending"), (4, "pending")]
+    events = await own_db.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    assert [(r["seq"], r["type"]) for r in events] == [(3, "job.progress"), (4, "job.succeeded")]
