@@ -26,7 +26,7 @@ from rich.text import Text
 
 from bench.env import Services
 from bench.result import Result
-from curaflow.cli.common import text_console
+from curaflow.observability.console import text_console
 
 RESULTS_DIR = Path(__file__).parent / "results"
 Scenario = Callable[[Services, bool], Awaitable[Result | list[Result]]]
@@ -84,7 +84,7 @@ def _fmt(value: Any) -> str:
 
 def print_table(results: list[Result], console: Console) -> None:
     """The human-readable summary: parameters, figures and targets of each scenario, on a
-    console that reads no markup (:func:`curaflow.cli.common.text_console`: a failed
+    console that reads no markup (:func:`curaflow.observability.console.text_console`: a failed
     scenario's error is printed as it is)."""
     for result in results:
         table = Table(title=f"{result.name} ({result.seconds:.1f} s)", show_lines=False, title_justify="left")

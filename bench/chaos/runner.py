@@ -28,7 +28,7 @@ from bench.chaos.records import ScenarioResult
 from bench.chaos.scenarios import RUNNERS, plans, scenario_config
 from bench.chaos.stack import ChaosStack
 from bench.runner import RESULTS_DIR, machine
-from curaflow.cli.common import text_console
+from curaflow.observability.console import text_console
 
 TITLES = {
     "kills": "worker SIGKILL storm",
@@ -185,7 +185,7 @@ def markdown(results: list[ScenarioResult]) -> str:
 
 def _details(results: list[ScenarioResult], console: Console) -> None:
     """What went wrong, job by job (only when something did), on a console that reads no
-    markup (:func:`curaflow.cli.common.text_console`): errors and job ids as they are."""
+    markup (:func:`curaflow.observability.console.text_console`): errors and job ids as they are."""
     for r in results:
         if r.error:
             console.print(Text.assemble((f"{r.name}: the scenario itself failed", "red"), f"\n{r.error}"))
