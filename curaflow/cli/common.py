@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info, with_services
+from curaflow.domain.text import cut_mark
 from curaflow.ledger.db import OPEN_ERRORS, create_pool, is_unavailable, migrate, open_failure
 from curaflow.observability.console import text_console
 from curaflow.observability.logs import get_logger
@@ -46,7 +47,8 @@ def operator_table(*headers: str, **options: Any) -> Table:
 def clipped(text: str, limit: int) -> str:
     """``text`` whole when it has at most ``limit`` characters; else its first ``limit``
     characters, an ellipsis and how many characters were left out (``HTTP 400: …… (+1920
-    characters)``): a table cell that shortens a value says that it did and by how much
+    characters)``: :func:`~curaflow.domain.text.cut_mark`, the mark the ledger stores too):
+    a table cell that shortens a value says that it did and by how much
     (until 2026-12-07 ``refusals list`` cut the answer at 80 characters and ``unavailable
     list`` the why at 60 without a mark). ``--json`` prints every value whole.
 
@@ -56,7 +58,7 @@ def clipped(text: str, limit: int) -> str:
     """
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… (+{len(text) - limit} characters)"
+    return text[:limit] + cut_mark(len(text) - limit)
 
 
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")

@@ -99,6 +99,43 @@ def clipped(value: str, limit: int) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+def cut_mark(left_out: int) -> str:
+    """What ends a text cut short: an ellipsis and how many characters were left out
+    (``… (+1920 characters)``). The one shape of the mark, for what the ledger stores
+    (:func:`clipped_within`) and what the command line shows (``curaflow.cli.common.clipped``).
+    """
+    return f"… (+{left_out} characters)"
+
+
+def clipped_within(value: str, limit: int) -> str:
+    """``value`` whole when it has at most ``limit`` characters; else as much of its start
+    as fits in ``limit`` characters together with :func:`cut_mark` of the rest: at most
+    ``limit`` characters, and a reader sees that the text was cut and by how much.
+
+    For text kept where the bound is the store's (the ledger keeps a receiver's answer in
+    2 000 characters, a why in 500): until 2026-12-07 it was cut there with no mark, and a
+    report said less than what happened without saying so.
+
+    Args:
+        value: the text (a receiver's answer, a source's why, a pause reason).
+        limit: the most characters of the result.
+
+    Raises:
+        ValueError: ``limit`` cannot hold the mark of the cut (a programming error: the
+            bounds are constants).
+    """
+    if len(value) <= limit:
+        return value
+    # The mark is shorter the more is kept: start from the shortest mark, step back while
+    # the longer mark of what is left out does not fit (at most a few steps: one per digit).
+    kept = limit - len(cut_mark(len(value) - limit))
+    while kept >= 0 and kept + len(cut_mark(len(value) - kept)) > limit:
+        kept -= 1
+    if kept < 0:
+        raise ValueError(f"a limit of {limit} characters cannot hold the mark of a cut")
+    return value[:kept] + cut_mark(len(value) - kept)
+
+
 def clean_json(value: Any) -> Any:
     """A copy of a parsed JSON value with :func:`clean_text` applied to every string and key.
 

@@ -295,6 +295,14 @@ def now_ms() -> int:
 #: once (``WITH clock AS (SELECT DB_NOW_MS AS now)``) where the values must agree.
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
+#: The most characters the ledger keeps of a third party's answer (a receiver's refusal or
+#: failure: ``route_refusals.error``, ``delivery_intents.last_error``) and of a why or a
+#: reason (``unavailable_works.why``, ``route_gates.pause_reason``,
+#: ``event_pushes.last_error``). A longer one is kept cut with its mark
+#: (:func:`curaflow.domain.text.clipped_within`: ``… (+N characters)``, within the bound).
+ANSWER_CHARS = 2_000
+REASON_CHARS = 500
+
 
 #: orjson options of :func:`dump_jsonb`: a datetime or a dataclass is refused (as the
 #: standard library refuses it) instead of written in orjson's own way.

@@ -16,9 +16,9 @@ import asyncpg
 
 from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.models import CellSnapshot
-from curaflow.domain.text import clean_optional, clean_text
+from curaflow.domain.text import clean_optional, clean_text, clipped_within
 from curaflow.ledger.cells import Barrier, barrier_of, end_lease, finish_cell, lock_job, sync_job_stage
-from curaflow.ledger.db import DB_NOW_MS, now_ms
+from curaflow.ledger.db import ANSWER_CHARS, DB_NOW_MS, now_ms
 from curaflow.ledger.records import load_cell
 
 CONFIRMED = ("delivered", "duplicate")
@@ -476,7 +476,7 @@ async def record_failed(
            RETURNING true""",
         idempotency_key,
         status,
-        clean_text(error)[:2000],
+        clipped_within(clean_text(error), ANSWER_CHARS),
         now_ms(),
         ambiguous,
         send,

@@ -32,7 +32,8 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.ledger.db import DB_NOW_MS
+from curaflow.domain.text import clean_text, clipped_within
+from curaflow.ledger.db import DB_NOW_MS, REASON_CHARS
 
 PENDING = "pending"
 DELIVERED = "delivered"
@@ -197,7 +198,7 @@ async def record_push(
         push.seq,
         status,
         http_status,
-        (error or "")[:500] or None,
+        clipped_within(clean_text(error), REASON_CHARS) if error else None,
         push.owner,
     )
     return bool(settled)

@@ -62,6 +62,7 @@ from curaflow.domain.outcome import build_outcome_record, business_status, is_al
 from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.domain.tally import cell_message
+from curaflow.domain.text import clipped_within
 from curaflow.domain.verdicts import (
     FinishCause,
     StepFailure,
@@ -235,7 +236,7 @@ async def finish_job(
             target_id=at.target_id,
             refused=refused,
             refused_sqlstate=sqlstate,
-            error=str(again)[:300],
+            error=clipped_within(str(again), 300),
         )
         raise FinishNotStorable(job_id, at.value, still) from again
     metrics.record_finish_degraded(refused, "degraded")
@@ -245,7 +246,7 @@ async def finish_job(
         sqlstate=sqlstate,
         value=refused,
         target_id=target_id,
-        error=str(first)[:300],
+        error=clipped_within(str(first), 300),
         cause=str(cause),
     )
     return finished

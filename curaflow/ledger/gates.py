@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_left_ms, cooldown_ms
-from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS
+from curaflow.domain.text import clipped_within
+from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS, REASON_CHARS
 from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, GateUnavailable, cooling_down, paused
 
 
@@ -365,7 +366,9 @@ def _curaflows(gate: str, what: str) -> Iterator[None]:
         yield
     except LEDGER_ERRORS as err:
         raise GateUnavailable(
-            f"rate gate {gate!r}: the ledger failed to {what} ({type(err).__name__}: {err})"[:500]
+            clipped_within(
+                f"rate gate {gate!r}: the ledger failed to {what} ({type(err).__name__}: {err})", REASON_CHARS
+            )
         ) from err
 
 

@@ -99,6 +99,7 @@ from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
 from curaflow.domain.ratelimit import cooldown_left_ms
+from curaflow.domain.text import clipped_within
 from curaflow.ledger.db import DB_NOW_MS, is_unavailable
 from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import (
@@ -453,7 +454,9 @@ async def run_ledger_gauges(pool: asyncpg.Pool, settings: Settings, stop: asynci
             if is_unavailable(err):  # a bug of the query is no outage (it is logged all the same)
                 record_ledger_unavailable("gauges")
             if not failing:
-                log.warning("metrics.ledger_gauges_failed", error=type(err).__name__, detail=str(err)[:200])
+                log.warning(
+                    "metrics.ledger_gauges_failed", error=type(err).__name__, detail=clipped_within(str(err), 200)
+                )
             failing = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import asyncpg
 
 from curaflow.artifacts import ArtifactStore
+from curaflow.domain.text import clipped_within
 from curaflow.ledger.db import now_ms
 from curaflow.paths import PathEscape
 
@@ -189,5 +190,5 @@ def remove_folders(store: ArtifactStore, cells: list[tuple[str, str]]) -> dict[t
         try:
             store.remove(job_id, target_id)
         except (OSError, PathEscape) as err:
-            failures[(job_id, target_id)] = f"{type(err).__name__}: {err}"[:300]
+            failures[(job_id, target_id)] = clipped_within(f"{type(err).__name__}: {err}", 300)
     return failures

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from curaflow.domain.text import clean_text
+from curaflow.domain.text import clean_text, clipped_within
 from curaflow.ledger.cells import IN_FLIGHT_INTENT_STATES, LIVE_INTENT_STATES
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import ANSWER_CHARS, REASON_CHARS, now_ms
 
 #: Longest hold of a work on a route (ms): 24 h.
 HOLD_CAP_MS = 86_400_000
@@ -177,7 +177,7 @@ async def remember_refusal(
         work_type,
         work_id,
         reason,
-        clean_text(error)[:2000],
+        clipped_within(clean_text(error), ANSWER_CHARS),
         job_id,
         target_id,
         now_ms(),
@@ -222,7 +222,7 @@ async def hold_work(
         work_type,
         work_id,
         reason,
-        clean_text(error)[:2000],
+        clipped_within(clean_text(error), ANSWER_CHARS),
         job_id,
         target_id,
         now,
@@ -278,7 +278,7 @@ async def remember_unavailable(
         gate,
         work_type,
         work_id,
-        clean_text(why)[:500],
+        clipped_within(clean_text(why), REASON_CHARS),
         job_id,
         now,
         now + ttl_ms,

@@ -42,8 +42,8 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.ratelimit import retry_delay_ms
-from curaflow.domain.text import clean_text
-from curaflow.ledger.db import DB_NOW_MS
+from curaflow.domain.text import clean_text, clipped_within
+from curaflow.ledger.db import DB_NOW_MS, REASON_CHARS
 
 
 @dataclass
@@ -159,7 +159,9 @@ async def count_refusal(
             works,
         )
         return None
-    reason = clean_text(f"{len(works)} different works refused in a row with the same answer: {answer}")[:500]
+    reason = clipped_within(
+        clean_text(f"{len(works)} different works refused in a row with the same answer: {answer}"), REASON_CHARS
+    )
     until = gate.now + max(0, pause_ms)
     await conn.execute(
         f"""UPDATE route_gates SET paused_until = $2, pause_reason = $3, pauses = pauses + 1,

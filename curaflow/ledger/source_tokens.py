@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS
+from curaflow.domain.text import clipped_within
+from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS, REASON_CHARS
 from curaflow.sources.tokens import TokenStoreUnavailable, origin_of
 
 
@@ -38,7 +39,10 @@ class LedgerTokenStore:
             )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"refresh token of {self.key!r}: the ledger failed to read it ({type(err).__name__}: {err})"[:500]
+                clipped_within(
+                    f"refresh token of {self.key!r}: the ledger failed to read it ({type(err).__name__}: {err})",
+                    REASON_CHARS,
+                )
             ) from err
         return str(token) if token else None
 
@@ -68,7 +72,10 @@ class LedgerTokenStore:
             )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})"[:500]
+                clipped_within(
+                    f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})",
+                    REASON_CHARS,
+                )
             ) from err
 
     async def candidate(self, configured: str) -> str | None:
@@ -81,7 +88,10 @@ class LedgerTokenStore:
             )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"candidate token of {self.key!r}: the ledger failed to read it ({type(err).__name__}: {err})"[:500]
+                clipped_within(
+                    f"candidate token of {self.key!r}: the ledger failed to read it ({type(err).__name__}: {err})",
+                    REASON_CHARS,
+                )
             ) from err
         return str(token) if token else None
 
@@ -113,5 +123,8 @@ class LedgerTokenStore:
                 )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})"[:500]
+                clipped_within(
+                    f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})",
+                    REASON_CHARS,
+                )
             ) from err
