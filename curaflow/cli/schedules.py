@@ -234,9 +234,15 @@ def trigger(
 ) -> None:
     """Start an occurrence now and print its job id (``<id>@<today>T<HHMM><±hhmm>``: the
     plan's local time and UTC offset; a second trigger in the same minute converges on the
-    same job)."""
+    same job, and one whose minute already has a job of the plan — admitted under the
+    plan's former zone or a legacy id — prints that job's id)."""
     settings = settings_or_exit(config)
-    started = _run(settings, lambda c: plans.trigger(c, schedule_id))
+
+    async def triggered(client: Client) -> plans.Triggered | None:
+        async with ledger_pool(settings) as pool:
+            return await plans.trigger(client, schedule_id, pool=pool)
+
+    started = _run(settings, triggered)
     if started is None:
         message = (
             f"triggered {schedule_id}; Temporal started no occurrence yet "

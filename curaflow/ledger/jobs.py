@@ -320,6 +320,27 @@ async def occurrence_job(conn: asyncpg.Connection, schedule_id: str, minute_ms: 
     return id_
 
 
+async def occurrence_of(conn: asyncpg.Connection, schedule_id: str, minute_ms: int, job_ids: list[str]) -> str | None:
+    """The job a plan's occurrence of the minute starting at ``minute_ms`` (epoch ms, UTC)
+    is, or None: the first of ``job_ids`` stored with its workflow argument (the
+    occurrence's id in the plan's zone, then its legacy id), else the plan's job of that
+    minute (:func:`occurrence_job`: an id written in the plan's zone before a change of it).
+
+    The one lookup of "which job is this occurrence": ``admit_occurrence`` joins the job it
+    names (under :func:`lock_occurrence`), and ``curaflow schedules trigger`` prints it
+    (until 2026-12-07 the trigger printed the id in the plan's current zone, not the job's
+    when the occurrence joined one admitted under the old zone or a legacy id).
+    """
+    found: str | None = await conn.fetchval(
+        """SELECT job_id FROM jobs WHERE job_id = ANY($1::text[]) AND workflow_input IS NOT NULL
+           ORDER BY array_position($1::text[], job_id) LIMIT 1""",
+        job_ids,
+    )
+    if found is not None:
+        return found
+    return await occurrence_job(conn, schedule_id, minute_ms)
+
+
 async def lock_occurrence(conn: asyncpg.Connection, schedule_id: str, minute_ms: int) -> None:
     """Hold, until the caller's transaction ends, the lock of one nominal minute of a plan:
     two admissions of the same instant under different ids (the plan's zone changed between

@@ -24,7 +24,7 @@ from curaflow.domain.occurrence import (
     occurrence_minute_ms,
 )
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job, lock_occurrence, occurrence_job, workflow_input
+from curaflow.ledger.jobs import NewJob, insert_job, lock_occurrence, occurrence_of, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.schedules.watch import record_misses
@@ -80,7 +80,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     schedule fired in, i.e. ``req.occurrence.timezone``); a job admitted under the
     instant's legacy id (:func:`~curaflow.domain.occurrence.legacy_occurrence_job_id`,
     before ids carried the offset), or any job of the plan whose nominal time falls in the
-    same minute (:func:`~curaflow.ledger.jobs.occurrence_job`: an id written in the plan's
+    same minute (:func:`~curaflow.ledger.jobs.occurrence_of`: an id written in the plan's
     zone before a change of it — ``T0200+0000`` in UTC is ``T0300+0100`` in Europe/Berlin),
     is the same occurrence: one job per nominal minute of the plan (DESIGN.md "Scheduled
     occurrences"), looked up and inserted under that minute's lock
@@ -133,13 +133,9 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         # the plan's zone before a change of it: UTC's ``T0200+0000`` is Berlin's
         # ``T0300+0100``) is this occurrence's.
         await lock_occurrence(conn, occ.schedule_id, minute)
-        stored = await workflow_input(conn, job_id)
-        if stored is None and legacy_id is not None:
-            stored = await workflow_input(conn, legacy_id)
-        if stored is None:
-            same_instant = await occurrence_job(conn, occ.schedule_id, minute)
-            if same_instant is not None:
-                stored = await workflow_input(conn, same_instant)
+        ids = [job_id] if legacy_id is None else [job_id, legacy_id]
+        found = await occurrence_of(conn, occ.schedule_id, minute, ids)
+        stored = await workflow_input(conn, found) if found is not None else None
         if stored is not None:
             job_id = stored.job_id
             log.info("schedule.occurrence_duplicate", schedule_id=occ.schedule_id, job_id=job_id, lag_s=round(lag_s, 3))

@@ -6,10 +6,12 @@ import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 
+import asyncpg
 from temporalio.client import Client, ScheduleHandle
 
 from curaflow.config import Settings
-from curaflow.domain.occurrence import occurrence_job_id
+from curaflow.domain.occurrence import legacy_occurrence_job_id, occurrence_job_id, occurrence_minute_ms
+from curaflow.ledger.jobs import occurrence_of
 from curaflow.schedules.sync import ScheduleError, current_input, describe_schedule, owned_schedule_ids
 
 
@@ -77,15 +79,23 @@ class Triggered:
     job_id: str
 
 
-async def trigger(client: Client, schedule_id: str, wait_s: float = 10.0) -> Triggered | None:
+async def trigger(
+    client: Client, schedule_id: str, wait_s: float = 10.0, pool: asyncpg.Pool | None = None
+) -> Triggered | None:
     """Start an occurrence now and tell which job it is.
 
-    The job id is the occurrence's nominal time in the plan's zone
-    (:func:`~curaflow.domain.occurrence.occurrence_job_id`), read from the action
-    Temporal records for the trigger.
+    The occurrence's nominal time is read from the action Temporal records for the
+    trigger. Its job is the one the admission joins or creates: with ``pool``, the job the
+    ledger already holds for that minute of the plan
+    (:func:`~curaflow.ledger.jobs.occurrence_of`, the admission's own lookup: a job
+    admitted under the plan's zone before a change of it, or under the legacy id);
+    else, and when there is none yet, the id the admission writes — the nominal time in
+    the plan's zone (:func:`~curaflow.domain.occurrence.occurrence_job_id`). Until
+    2026-12-07 it was always the latter, not the job's when the occurrence joined one.
 
     Args:
         wait_s: how long to wait for Temporal to record the action.
+        pool: the ledger, to name the job the occurrence joins.
 
     Returns:
         The occurrence, or None when Temporal recorded no new action in time (the
@@ -110,10 +120,22 @@ async def trigger(client: Client, schedule_id: str, wait_s: float = 10.0) -> Tri
         ]
         if new:
             at = new[-1].scheduled_at
-            return Triggered(scheduled_at=at, job_id=occurrence_job_id(schedule_id, at, timezone)[0])
+            return Triggered(scheduled_at=at, job_id=await _occurrence_job_id(pool, schedule_id, at, timezone))
         if desc.info.num_actions_skipped_overlap > skipped:
             return None
     return None
+
+
+async def _occurrence_job_id(pool: asyncpg.Pool | None, schedule_id: str, at: datetime, timezone: str) -> str:
+    """The id of the job the occurrence at ``at`` is (:func:`trigger`)."""
+    job_id = occurrence_job_id(schedule_id, at, timezone)[0]
+    if pool is None:
+        return job_id
+    legacy_id = legacy_occurrence_job_id(schedule_id, at, timezone)
+    ids = [job_id] if legacy_id is None else [job_id, legacy_id]
+    minute = occurrence_minute_ms(int(at.timestamp() * 1000))
+    async with pool.acquire() as conn:
+        return await occurrence_of(conn, schedule_id, minute, ids) or job_id
 
 
 async def pause(client: Client, schedule_id: str, note: str = "paused by curaflow schedules pause") -> None:

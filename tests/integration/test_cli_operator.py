@@ -11,13 +11,16 @@ import os
 import re
 import subprocess
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from curaflow import schedules as plans
+from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
 from curaflow.domain.occurrence import occurrence_job_id
+from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import plan_config
 from tests.support import short_id
@@ -85,6 +88,52 @@ async def test_schedules_trigger_prints_the_job_id(
         expected = {occurrence_job_id(plan_id, t, "Asia/Tokyo")[0] for t in (before, after)}
         printed = set(re.findall(rf"{re.escape(plan_id)}@\d{{4}}-\d\d-\d\dT\d{{4}}[+-]\d{{4}}", result.stdout))
         assert printed and printed <= expected, result.stdout
+    finally:
+        with contextlib.suppress(Exception):
+            await client.get_schedule_handle(plan_id).delete()  # type: ignore[attr-defined]
+
+
+async def test_schedules_trigger_prints_the_job_the_occurrence_joined(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: object, ledger_pool: asyncpg.Pool
+) -> None:
+    """A trigger whose minute already has a job of the plan under another id — admitted in
+    the plan's zone before a change of it (here UTC, the plan now Asia/Tokyo) — joins that
+    job (``admit_occurrence``): the id printed is that job's. Until 2026-12-07 the trigger
+    printed the id in the plan's current zone, a job that does not exist."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    env = clean_env(CURAFLOW_CONFIG=str(stack.config_path))
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    old_ids = set()
+    for minute in (now, now + timedelta(minutes=1)):  # the trigger may fall in the next minute
+        old_id, date = occurrence_job_id(plan_id, minute, "UTC")
+        old_ids.add(old_id)
+        inp = JobInput(
+            job_id=old_id,
+            plan_id=plan_id,
+            schedule_id=plan_id,
+            trigger="schedule",
+            created_at_ms=0,
+            deadline_at_ms=0,
+            targets=[TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])],
+        )
+        async with ledger_pool.acquire() as conn:
+            await insert_job(
+                conn,
+                NewJob(
+                    job_input=inp,
+                    occurrence_date=date,
+                    occurrence_at=int(minute.timestamp() * 1000),
+                    deadline_ms=3_600_000,
+                ),
+            )
+    try:
+        await plans.sync_schedules(client, stack.settings)  # type: ignore[arg-type]
+        result = await asyncio.to_thread(curaflow, "schedules", "trigger", plan_id, cwd=tmp_path, env=env)
+        assert result.returncode == 0, result.stderr
+        printed = set(re.findall(rf"{re.escape(plan_id)}@\d{{4}}-\d\d-\d\dT\d{{4}}[+-]\d{{4}}", result.stdout))
+        assert printed and printed <= old_ids, result.stdout
     finally:
         with contextlib.suppress(Exception):
             await client.get_schedule_handle(plan_id).delete()  # type: ignore[attr-defined]
