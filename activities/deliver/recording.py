@@ -219,19 +219,36 @@ class DeliveryRecords:
         :func:`~curaflow.ledger.deliveries.claim_send`'s ``done``) — the one owner.
 
         Rule: ``storage_mode = "cache"`` removes the cell's artifact folder
-        (:meth:`~curaflow.artifacts.ArtifactStore.delete`) once the cell is ``submitted``
-        (every route confirmed) — this process's at once, and every other store's at its
-        worker's next retention pass (:func:`curaflow.ledger.holdings.done`: the host that
-        fetched may not be this one, workers share no disk); ``persistent`` keeps it. The
-        ledger's copy goes with the job's finish either way. Until 2026-12-05 only this
-        attempt's receipt removed it: a receipt recorded by the next attempt left the files
-        on the disk for good; and until the same day only this process's folder went: a
-        cell another host fetched kept its files on that host's disk for good. A ledger
-        error in the mark is logged, not raised (the delivery is recorded; the folder then
-        goes with the job's retention). Idempotent (a folder already gone is no error);
-        blocking work runs in a thread."""
+        (:func:`curaflow.ledger.holdings.remove_folders`, retention's own removal) once the
+        cell is ``submitted`` (every route confirmed) — this process's at once, and every
+        other store's at its worker's next retention pass (:func:`curaflow.ledger.holdings.done`:
+        the host that fetched may not be this one, workers share no disk); ``persistent``
+        keeps it. The ledger's copy goes with the job's finish either way. Until 2026-12-05
+        only this attempt's receipt removed it: a receipt recorded by the next attempt left
+        the files on the disk for good; and until the same day only this process's folder
+        went: a cell another host fetched kept its files on that host's disk for good.
+
+        Nothing here fails the step: the delivery is recorded. A folder this process cannot
+        remove — a file the disk refuses, a job folder an operator moved out of the
+        artifacts directory behind a symbolic link (never followed: nothing outside the
+        root is touched) — is left and said (``artifact.cache_folder_refused``); marked
+        done all the same, it stays recorded and this store's next retention pass tries it
+        again and says it as any folder it could not free (``PruneReport.errors``,
+        ``retention.folders_refused``). Until 2026-12-07 such a folder raised ``LinkEscape``
+        here and failed the attempt after its delivery was recorded. A ledger error in the
+        mark is logged, not raised (the folder then goes with the job's retention).
+        Idempotent (a folder already gone is no error); blocking work runs in a thread."""
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
-            await asyncio.to_thread(self.deps.store.delete, inp.job_id, inp.target.target_id)
+            refused = await asyncio.to_thread(
+                holdings.remove_folders, self.deps.store, [(inp.job_id, inp.target.target_id)]
+            )
+            for why in refused.values():
+                log.warning(
+                    "artifact.cache_folder_refused",
+                    job_id=inp.job_id,
+                    target_id=inp.target.target_id,
+                    error=why,
+                )
             try:
                 await holdings.done(self.deps.pool, inp.job_id, inp.target.target_id)
             except LEDGER_ERRORS as err:

@@ -519,8 +519,10 @@ class ArtifactStore:
             await asyncio.to_thread(tmp.unlink, True)
 
     def delete(self, job_id: str, target_id: str) -> None:
-        """Remove one cell's artifact folder, and its job's folder once empty (storage mode
-        ``cache``, retention). Blocking."""
+        """Remove one cell's artifact folder, and its job's folder once empty, ignoring
+        what the disk refuses (the fetch releasing a work it will not deliver). Blocking.
+        A cleanup that must say a folder that stays uses :meth:`remove` (retention, a
+        ``cache`` delivery: :func:`curaflow.ledger.holdings.remove_folders`)."""
         folder = self.folder(job_id, target_id)
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # not empty (another target's folder), or gone

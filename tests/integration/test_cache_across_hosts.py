@@ -15,10 +15,13 @@ dependencies — one ledger, the replay source over real HTTP, an artifacts dire
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
@@ -120,3 +123,52 @@ async def test_a_persistent_cell_keeps_its_files_on_the_fetchers_disk(
     await prune_tick(fetcher.pool, fetcher.store, None)
 
     assert any(folder.iterdir())  # the artifacts directory is the archive: until retention
+
+
+async def test_a_cached_cell_whose_job_folder_an_operator_moved_behind_a_link_is_delivered_and_its_folder_said(
+    hosts: tuple[Stack, ActivityDeps, ActivityDeps], tmp_path: Path
+) -> None:
+    # An operator moved the job's folder to another disk and linked it back: the cleanup
+    # after the recorded delivery must not follow the link out of the root, nor fail the step.
+    stack, fetcher, _ = hosts
+    task = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": f"cache-linked-{short_id()}",
+        "params": {"target_id": "cached"},
+    }
+    admitted = await Admitter(stack.settings, fetcher.pool, None).admit(task, start=False)
+    assert admitted.job_input is not None
+    job_id, target = admitted.job_id, admitted.job_input.targets[0]
+    acquired = await run_as_job(
+        AcquireActivity(fetcher).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
+    )
+    assert acquired.cell.state == CellState.ARTIFACT_READY
+    job_folder = fetcher.store.folder(job_id, target.target_id).parent
+    elsewhere = tmp_path / "other-disk" / job_folder.name
+    elsewhere.parent.mkdir()
+    shutil.move(job_folder, elsewhere)
+    os.symlink(elsewhere, job_folder)
+    files = sorted(p.name for p in (elsewhere / target.target_id).iterdir())
+    assert files
+
+    with capture_logs() as logs:
+        delivered = await run_as_job(
+            DeliverActivity(fetcher).deliver,
+            DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
+        )
+
+    assert delivered.cell.state == CellState.SUBMITTED
+    assert sorted(p.name for p in (elsewhere / target.target_id).iterdir()) == files  # nothing outside the root
+    [said] = [e for e in logs if e["event"] == "artifact.cache_folder_refused"]
+    assert (said["job_id"], said["target_id"]) == (job_id, target.target_id)
+    assert "LinkEscape" in said["error"]
+    # the store's next pass tries it again and says it, as for any folder it cannot free
+    report = await prune_tick(fetcher.pool, fetcher.store, None)
+    assert [e for e in report.errors if e.startswith(f"{job_id}/{target.target_id}: LinkEscape")], report.errors
+    assert await fetcher.pool.fetchval("SELECT count(*) FROM artifact_holdings WHERE job_id = $1", job_id) == 1
+    os.unlink(job_folder)  # the operator's fix: the next pass forgets it
+    assert not (await prune_tick(fetcher.pool, fetcher.store, None)).errors
+    assert await fetcher.pool.fetchval("SELECT count(*) FROM artifact_holdings WHERE job_id = $1", job_id) == 0
+    final = await run_as_job(FinishActivity(fetcher).finish, FinishInput(job_id=job_id))
+    assert final.status == "succeeded"
