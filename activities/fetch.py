@@ -37,9 +37,8 @@ raised as it came and retried — curaflow's, never the work's nor the source's.
 A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
 download cut short inside valid framing fails the attempt (``download_failed``,
 retried) instead of being delivered. The complete artifact is then copied into the
-ledger (:mod:`curaflow.ledger.artifacts`) in the transaction that records the cell
-``artifact_ready`` (and only if it does), so a deliver attempt on any worker process can
-deliver it: no disk is shared.
+ledger (:mod:`curaflow.ledger.artifacts`) before the cell is recorded ``artifact_ready``,
+so a deliver attempt on any worker process can deliver it: no disk is shared.
 
 Runs on the source instance's task queue: image downloads pass its rate gate.
 """
@@ -71,6 +70,7 @@ from curaflow.domain.reasons import Owner, TerminalReason, reason_info
 from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.artifacts import held_pages, store_artifact
 from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.holdings import hold
 from curaflow.observability.metrics import ATTEMPTS_SPENT_KIND, record_unrecognised_answer
@@ -343,13 +343,16 @@ class FetchActivity:
                         raise permanent(
                             TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
                         ) from err
-                    # The ledger's copy is written with the cell's move to ready, and only
-                    # if it moves (a deliver attempt on any process can then read it; an
-                    # attempt that outlived its job writes none): pages still in memory by
-                    # the move's own statement, no file read again (ledger.artifact_ready).
+                    # The ledger's copy, before or with the cell's move to ready: a deliver
+                    # attempt on any process can then read it. A work whose pages are all
+                    # still in memory is copied by the move's own statement (no statement or
+                    # transaction of its own, no file read again); any other first.
+                    pages = held_pages(artifact, held)
+                    if pages is None:
+                        await store_artifact(deps.pool, inp.job_id, target.target_id, artifact, held=held)
                     async with deps.pool.acquire() as conn, conn.transaction():
                         ready = await ledger.artifact_ready(
-                            conn, inp.job_id, target.target_id, work.work_id, artifact, held=held
+                            conn, inp.job_id, target.target_id, work.work_id, artifact, pages=pages
                         )
                     if ready is None:
                         raise permanent(

@@ -2,9 +2,7 @@
 
 Scale-out needs nothing shared but Temporal and PostgreSQL: the worker process that
 fetched a work keeps its files in its own artifacts directory, and also copies them
-here in the transaction that records the cell ``artifact_ready``
-(:func:`curaflow.ledger.cells.artifact_ready`: only when the cell moves, so a fetch that
-outlived its job's finish writes nothing). A deliver
+here (:func:`store_artifact`) before the cell is recorded ``artifact_ready``. A deliver
 attempt on a process that does not hold the files — another host, a private volume, the
 fetcher gone — writes them from here into a folder of its own (:func:`restore_artifact`),
 checked against the size and SHA-256 recorded with the artifact. The rows are deleted
@@ -55,28 +53,23 @@ _PUT_LAST = f"""WITH put AS ({_PUT})
                WHERE job_id = $1 AND target_id = $2 AND work_id = $3 AND page = $4 AND seq > $5"""
 
 
-def copy_pages_sql(job: str, target: str, work: str, pages: str, bodies: str, *, when: str = "TRUE") -> str:
+def copy_pages_sql(job: str, target: str, work: str, pages: str, bodies: str) -> str:
     """Two common table expressions (``put_pages``, ``purge_pages``) that write pages of one
     chunk each, and no chunk after them, for a statement to carry (``WITH … <statement>``).
 
     Args:
         job / target / work: SQL of the key (parameters such as ``$1``).
         pages / bodies: SQL of the page numbers (``int[]``) and their bytes (``bytea[]``).
-        when: a SQL condition; nothing is written or deleted unless it holds — the cell's
-            move in the same statement (``EXISTS (SELECT 1 FROM moved)``:
-            :func:`curaflow.ledger.cells.artifact_ready`), so a copy nothing will read or
-            delete is never written.
     """
     return f"""put_pages AS (
                    INSERT INTO artifact_chunks (job_id, target_id, work_id, page, seq, body)
                    SELECT {job}, {target}, {work}, p.page, 0, p.body
                    FROM unnest({pages}::int[], {bodies}::bytea[]) AS p(page, body)
-                   WHERE {when}
                    ON CONFLICT (job_id, target_id, work_id, page, seq) DO UPDATE SET body = EXCLUDED.body),
                purge_pages AS (
                    DELETE FROM artifact_chunks
                    WHERE job_id = {job} AND target_id = {target} AND work_id = {work}
-                     AND page = ANY({pages}::int[]) AND seq > 0 AND {when})"""
+                     AND page = ANY({pages}::int[]) AND seq > 0)"""
 
 
 #: Pages of one chunk each, together ($4 pages, $5 their bodies), and no chunk after them.

@@ -11,15 +11,10 @@ import asyncpg
 import pytest
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.domain.cells import CellState
-from curaflow.domain.messages import TargetSpec
-from curaflow.domain.models import Artifact, ArtifactFile, CandidateReport, Work
-from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger import cells
+from curaflow.domain.models import Artifact, ArtifactFile
 from curaflow.ledger.artifacts import CHUNK_BYTES, ArtifactNotInLedger, restore_artifact, store_artifact
-from curaflow.ledger.finish import finish_job
 from curaflow.ledger.retention import prune_tick
-from tests.support import ledger_job, short_id
+from tests.support import short_id
 
 pytestmark = pytest.mark.integration
 
@@ -131,58 +126,3 @@ async def test_a_running_workers_retention_pass_sweeps_transfer_folders_dead_att
     await prune_tick(ledger_pool, store, None)
 
     assert not abandoned.exists() and live.is_dir()
-
-
-async def _bound_job(pool: asyncpg.Pool, label: str, work_id: str) -> str:
-    """A one-cell job whose cell is bound to ``work_id`` (its fetch under way)."""
-    target = TargetSpec(target_id="demo", routes=[])
-    job_id = await ledger_job(pool, target, label=label)
-    async with pool.acquire() as conn, conn.transaction():
-        await cells.bind_work(conn, job_id, target, [Work(work_id=work_id)], CandidateReport())
-    return job_id
-
-
-def _fetched(folder: Path, work_id: str, size: int) -> tuple[Artifact, dict[int, bytes]]:
-    """An artifact of one page of ``size`` bytes on disk, and its bytes as the fetch holds them."""
-    artifact = Artifact(work_id=work_id, files=[page(folder, f"{work_id}_p0.png", size, 0)])
-    return artifact, {0: Path(artifact.files[0].path).read_bytes()}
-
-
-@pytest.mark.parametrize("size", [10_000, CHUNK_BYTES * 2 + 7], ids=["held", "several_chunks"])
-async def test_a_late_fetch_after_its_jobs_finish_writes_no_copy(
-    ledger_pool: asyncpg.Pool, tmp_path: Path, size: int
-) -> None:
-    # A fetch attempt that outlived its job's finish (which deleted the ledger's copy):
-    # the cell does not move, so nothing will ever read or delete a copy it would write.
-    job_id = await _bound_job(ledger_pool, "late-fetch", "77")
-    async with ledger_pool.acquire() as conn:
-        await finish_job(conn, job_id, cause=FinishCause.CANCELLED)
-    ended = await ledger_pool.fetchval("SELECT state FROM cells WHERE job_id = $1", job_id)
-    artifact, held = _fetched(tmp_path, "77", size)
-
-    async with ledger_pool.acquire() as conn, conn.transaction():
-        cell = await cells.artifact_ready(conn, job_id, "demo", "77", artifact, held=held)
-
-    assert cell is not None and cell.state == ended
-    assert await chunks(ledger_pool, job_id) == []
-
-
-@pytest.mark.parametrize("stage_due", [True, False], ids=["stage_with_the_move", "stage_written_before"])
-@pytest.mark.parametrize("size", [10_000, CHUNK_BYTES * 2 + 7], ids=["held", "several_chunks"])
-async def test_a_fetch_whose_cell_moves_leaves_its_copy_with_the_move(
-    ledger_pool: asyncpg.Pool, tmp_path: Path, size: int, stage_due: bool
-) -> None:
-    job_id = await _bound_job(ledger_pool, "live-fetch", "78")
-    if not stage_due:  # the move's statement writes no stage (as for a job of several cells)
-        await ledger_pool.execute("UPDATE jobs SET last_stage = 'delivering' WHERE job_id = $1", job_id)
-    artifact, held = _fetched(tmp_path / "a", "78", size)
-
-    async with ledger_pool.acquire() as conn, conn.transaction():
-        cell = await cells.artifact_ready(conn, job_id, "demo", "78", artifact, held=held)
-
-    assert cell is not None and cell.state == CellState.ARTIFACT_READY
-    (tmp_path / "b").mkdir()
-    restored = await restore_artifact(ledger_pool, job_id, "demo", artifact, tmp_path / "b")
-    assert Path(restored.files[0].path).read_bytes() == held[0]
-    async with ledger_pool.acquire() as conn:
-        await finish_job(conn, job_id, cause=FinishCause.CANCELLED)

@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from curaflow.artifacts import ArtifactStore
+from curaflow.ledger.cells.transitions import artifact_ready
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.event_pushes import enqueue_push
 from curaflow.ledger.events import append_event
@@ -128,15 +129,13 @@ async def test_the_ledger_copy_a_late_fetch_left_after_the_finish_goes_with_the_
 ) -> None:
     store = ArtifactStore(tmp_path / "artifacts")
     [job_id] = await old_jobs(own_db, store, 1)
-    await own_db.execute("UPDATE cells SET state = 'failed', work_id = '42', artifact = NULL WHERE job_id = $1", job_id)
-    # a fetch attempt of a version before 2026-12-07 that outlived its job's finish (which
-    # deleted the ledger's copy) wrote its pages all the same (artifact_ready writes none
-    # now: tests/integration/test_artifact_transfer.py)
-    await own_db.execute(
-        "INSERT INTO artifact_chunks (job_id, target_id, work_id, page, seq, body) VALUES ($1, 'sim', '42', 0, 0, $2)",
-        job_id,
-        b"x" * 1000,
-    )
+    await own_db.execute("UPDATE cells SET state = 'selected', work_id = '42' WHERE job_id = $1", job_id)
+    await own_db.execute("UPDATE cells SET state = 'failed', artifact = NULL WHERE job_id = $1", job_id)
+    # a fetch attempt that outlived its job's finish (which deleted the ledger's copy)
+    # copies its pages in the statement that would make the cell ready: the cell has ended
+    async with own_db.acquire() as conn, conn.transaction():
+        await artifact_ready(conn, job_id, "sim", "42", {"work_id": "42", "files": []}, pages=([0], [b"x" * 1000]))
+    assert await own_db.fetchval("SELECT state FROM cells WHERE job_id = $1", job_id) == "failed"
     await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
     assert await own_db.fetchval("SELECT count(*) FROM artifact_chunks WHERE job_id = $1", job_id) == 0
 

@@ -3,7 +3,7 @@ moved by the rule :func:`curaflow.domain.projection.open_stage` (the job row loc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -89,19 +89,9 @@ def stage_due(facts: StageFacts) -> str | None:
     return None if stage is None or stage == facts.last_stage else stage
 
 
-def moved_with_stage(
-    ctes: list[str],
-    move: str,
-    *,
-    at: str,
-    stage: str,
-    progress: str,
-    channel: str,
-    then: Sequence[str] = (),
-) -> str:
+def moved_with_stage(ctes: list[str], move: str, *, at: str, stage: str, progress: str, channel: str) -> str:
     """One statement: ``move`` — an ``UPDATE cells … RETURNING …`` of a job's sole cell,
-    after the ``ctes`` it uses and before the ``then`` ones (which read it as ``moved``:
-    :func:`plan_move`) — and, only when it moved the cell, the job's stage write
+    after the ``ctes`` it uses — and, only when it moved the cell, the job's stage write
     (``curaflow_set_job_stage`` with the stage :func:`stage_due` decided: ``jobs.last_stage``
     and ``job.progress``). The statement returns the moved row and ``stage_events``, the
     events appended (a ``jsonb`` array of the function's rows, for :func:`push_staged`);
@@ -120,7 +110,7 @@ def moved_with_stage(
         f"moved.moved_job_id, {at}, {stage}, NULL, {progress}, {channel}) s)"
     )
     return (
-        f"WITH {', '.join([*ctes, f'moved AS ({move})', *then, staged])} "
+        f"WITH {', '.join([*ctes, f'moved AS ({move})', staged])} "
         "SELECT moved.*, (SELECT COALESCE(jsonb_agg(to_jsonb(staged) ORDER BY staged.o_seq), '[]'::jsonb) "
         "FROM staged) AS stage_events FROM moved"
     )
@@ -143,36 +133,21 @@ class StageMove(NamedTuple):
 
 
 def plan_move(
-    job: asyncpg.Record | Mapping[str, Any],
-    cell_stage: str,
-    ctes: list[str],
-    move: str,
-    args: list[Any],
-    *,
-    at: str,
-    then: Sequence[str] = (),
+    job: asyncpg.Record | Mapping[str, Any], cell_stage: str, ctes: list[str], move: str, args: list[Any], *, at: str
 ) -> StageMove:
     """The statement of a cell's move to the open stage ``cell_stage`` — ``move``, an
     ``UPDATE cells … RETURNING …, c.job_id AS moved_job_id``, after the ``ctes`` it uses,
     with ``args`` — that also writes the job's stage when the stage rule can be applied
     before it is sent (:func:`sole_cell_move`, :func:`stage_due`: :func:`moved_with_stage`);
     ``at`` is the parameter (``$n``) of the move's time, epoch ms. Pass the row it returns
-    to :func:`finish_move`.
-
-    ``then``: common table expressions after the move, which read what it returned as
-    ``moved`` (no row: the cell did not move) — a write that is due only with the move
-    (:func:`curaflow.ledger.artifacts.copy_pages_sql` with its ``when``), in the same
-    statement."""
+    to :func:`finish_move`."""
     facts = sole_cell_move(job, cell_stage)
     stage = stage_due(facts) if facts is not None else None
     if stage is None:
-        if then:
-            sql = f"WITH {', '.join([*ctes, f'moved AS ({move})', *then])} SELECT * FROM moved"
-        else:
-            sql = f"WITH {', '.join(ctes)} {move}" if ctes else move
+        sql = f"WITH {', '.join(ctes)} {move}" if ctes else move
         return StageMove(sql, args, folded=False, read_after=facts is None)
     n = len(args)
-    sql = moved_with_stage(ctes, move, at=at, stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}", then=then)
+    sql = moved_with_stage(ctes, move, at=at, stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
     return StageMove(sql, [*args, stage, event_body("job.progress"), NOTIFY_CHANNEL], folded=True, read_after=False)
 
 

@@ -11,7 +11,7 @@ from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_t
 from curaflow.domain.holds import KINDS_OF_0046, Hold
 from curaflow.domain.models import Artifact, CellSnapshot
 from curaflow.domain.reasons import bounded_reason_message, user_message
-from curaflow.ledger.artifacts import copy_pages_sql, held_pages, store_artifact
+from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.cells.barriers import lock_job
 from curaflow.ledger.cells.leases import end_lease
 from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
@@ -36,45 +36,28 @@ async def artifact_ready(
     work_id: str,
     artifact: Artifact | dict[str, Any],
     *,
-    held: dict[int, bytes] | None = None,
+    pages: tuple[list[int], list[bytes]] | None = None,
 ) -> CellSnapshot | None:
-    """``selected → artifact_ready`` for the bound work, storing the artifact description
-    and the ledger's copy of its bytes, and the end of the fetch step: the cell's lease is
-    released in the same statement (as :func:`end_lease`: not while a delivery of the cell
-    is in flight).
-
-    The copy (``artifact_chunks``) is written only when the cell moves, in the caller's
-    transaction, so the cell is never ready without it and a fetch whose cell no longer
-    moves — its job finished (the finish deleted the job's copy), the cell ended or bound
-    to another work — writes none: nothing would read or delete it. Pages the caller holds,
-    each of one chunk (:func:`~curaflow.ledger.artifacts.held_pages`), are written by the
-    move's own statement; any other artifact after the move, in the same transaction
-    (:func:`~curaflow.ledger.artifacts.store_artifact`: one statement per 8 MiB of small
-    pages, a savepoint and one statement per MiB for a larger page), the job row locked
-    meanwhile. Rule: DESIGN.md, "The ledger's copy is written with the cell's move".
+    """``selected → artifact_ready`` for the bound work, storing the artifact description,
+    and the end of the fetch step: the cell's lease is released in the same statement
+    (as :func:`end_lease`: not while a delivery of the cell is in flight).
 
     Args:
-        artifact: the artifact fetched (complete on local disk) — or a description only
-            (a dict: no copy is written).
-        held: page → the bytes of that page the fetch still holds (not read again).
+        pages: the artifact's pages as ``(numbers, bytes)``, each of one chunk
+            (:func:`curaflow.ledger.artifacts.held_pages`): the ledger's copy is written by
+            the same statement, so the cell is never ready without it (a caller passing
+            None copied the artifact first: :func:`curaflow.ledger.artifacts.store_artifact`).
 
     Returns:
         The cell afterwards; unchanged (reloaded, its lease released all the same) when
         it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
         the job or the cell is unknown.
-
-    Raises:
-        OSError: a file of the artifact cannot be read (the move is undone with the
-            transaction).
     """
     job = await lock_job(conn, job_id)
     if job is None:
         return None
-    fetched = artifact if isinstance(artifact, Artifact) else None
-    pages = held_pages(fetched, held) if fetched is not None else None
-    then = (
-        [copy_pages_sql("$1", "$2", "$3", "$7", "$8", when="EXISTS (SELECT 1 FROM moved)")] if pages is not None else []
-    )
+    held = artifact if isinstance(artifact, Artifact) else None
+    ctes = [copy_pages_sql("$1", "$2", "$3", "$7", "$8")] if pages is not None else []
     move = f"""UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
                    lease_until = CASE WHEN s.sending THEN c.lease_until END,
                    lease_owner = CASE WHEN s.sending THEN c.lease_owner END
@@ -86,21 +69,19 @@ async def artifact_ready(
         job_id,
         target_id,
         work_id,
-        fetched.model_dump(mode="json") if fetched is not None else artifact,
+        held.model_dump(mode="json") if held is not None else artifact,
         now_ms(),
         _READY_FROM,
         *(pages or ()),
     ]
     # A job of one cell: its stage after the move is known now, and written by the same
     # statement when it moves (plan_move); a job of several reads its cells after.
-    plan = plan_move(job, str(CellStage.DELIVERING), [], move, args, at="$5", then=then)
+    plan = plan_move(job, str(CellStage.DELIVERING), ctes, move, args, at="$5")
     updated = await conn.fetchrow(plan.sql, *plan.args)
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
-    if fetched is not None and pages is None:
-        await store_artifact(conn, job_id, target_id, fetched, held=held)
-    cell = cell_from_row(updated, artifact=fetched)
+    cell = cell_from_row(updated, artifact=held)
     await finish_move(conn, job_id, plan, updated)
     return cell
 
