@@ -42,6 +42,21 @@ async def until_closed(reader: asyncio.StreamReader) -> bytes:
     return await asyncio.wait_for(reader.read(), BOUND_S)
 
 
+async def answers_alone(host: str, port: int, requests: dict[str, bytes]) -> dict[str, bytes]:
+    """Each request of ``requests`` sent on a connection of its own, the API's token put
+    after its request line; what the server wrote until it closed, by the same key."""
+    auth = f"Authorization: Bearer {API_TOKEN}\r\n".encode()
+    answers = {}
+    for what, request in requests.items():
+        reader, writer = await asyncio.open_connection(host, port)
+        line, _, rest = request.partition(b"\r\n")
+        writer.write(line + b"\r\n" + auth + rest)
+        await writer.drain()
+        answers[what] = await until_closed(reader)
+        writer.close()
+    return answers
+
+
 async def test_heads_that_never_end_or_never_come_are_cut_and_huge_heads_refused(
     tmp_path: Path, temporal_address: str, database_url: str
 ) -> None:
@@ -168,15 +183,7 @@ async def test_requests_the_parser_cannot_read_are_refused_with_the_protocol_err
     )
     try:
         host, port = api.url.removeprefix("http://").split(":")
-        auth = f"Authorization: Bearer {API_TOKEN}\r\n".encode()
-        answers = {}
-        for what, request in UNREADABLE.items():
-            reader, writer = await asyncio.open_connection(host, int(port))
-            line, _, rest = request.partition(b"\r\n")
-            writer.write(line + b"\r\n" + auth + rest)
-            await writer.drain()
-            answers[what] = await until_closed(reader)
-            writer.close()
+        answers = await answers_alone(host, int(port), UNREADABLE)
         reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         await writer.drain()
@@ -221,15 +228,7 @@ async def test_a_method_the_server_does_not_know_is_501_not_implemented(
     )
     try:
         host, port = api.url.removeprefix("http://").split(":")
-        auth = f"Authorization: Bearer {API_TOKEN}\r\n".encode()
-        answers = {}
-        for what, request in UNKNOWN_METHODS.items():
-            reader, writer = await asyncio.open_connection(host, int(port))
-            line, _, rest = request.partition(b"\r\n")
-            writer.write(line + b"\r\n" + auth + rest)
-            await writer.drain()
-            answers[what] = await until_closed(reader)
-            writer.close()
+        answers = await answers_alone(host, int(port), UNKNOWN_METHODS)
 
         # after an answered request on a kept-alive connection
         reader, writer = await asyncio.open_connection(host, int(port))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,36 @@ from typer.testing import CliRunner
 
 from curaflow.cli import common
 from curaflow.cli.app import app
+
+
+@contextlib.contextmanager
+def api_answering(status: int, body: bytes) -> Iterator[str]:
+    """A stand-in for curaflow's API on a port of 127.0.0.1 answering every GET and POST with
+    ``status`` and the JSON ``body`` (a POST's body read first); yields its base URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_an_error_keeps_square_brackets_of_the_text_it_quotes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -220,35 +253,15 @@ def test_an_api_that_cannot_serve_now_exits_3_not_the_refused_request_s_2(
     (``retryable: true``). An answer the API could not serve now (5xx, or ``retryable``) exits 3,
     as an API that cannot be reached does; a refusal of the request itself stays 2."""
     import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     body = json.dumps(
         {"error": {"code": code, "message": "the ledger is unavailable", "retryable": retryable}}
     ).encode()
 
-    class Answer(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+    with api_answering(status, body) as url:
         result = CliRunner().invoke(app, ["status", "demo@manual-x", "--api-url", url])
-    finally:
-        server.shutdown()
-        server.server_close()
     assert result.exit_code == exit_code, result.output
     assert code in result.output
 
@@ -314,8 +327,6 @@ def test_curaflow_submit_names_a_job_id_with_square_brackets_whole(
     line ``accepted: job demo@manual-k`` — ``[b]`` taken for bold — naming a job that is
     not the one submitted."""
     import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     job_id = "demo@manual-k[b]x"
     job = {
@@ -337,31 +348,12 @@ def test_curaflow_submit_names_a_job_id_with_square_brackets_whole(
     }
     body = json.dumps({"job": job}).encode()
 
-    class Answer(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self.send_response(202)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+    with api_answering(202, body) as url:
         result = CliRunner().invoke(
             app, ["submit", "-t", "x", "--idempotency-key", "k[b]x", "--api-url", url], env={"COLUMNS": "80"}
         )
-    finally:
-        server.shutdown()
-        server.server_close()
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.output.splitlines()]
     assert f"accepted: job {job_id} (queued)" in lines, result.output
