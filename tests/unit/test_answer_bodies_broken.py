@@ -35,7 +35,20 @@ from tests.support import whsec
 from tests.unit.test_route_answers import request_of
 from tests.unit.test_unknown_is_cheap_at_routes import verdict_of
 
+#: The routes' own time limit: an endless body is cut at it, so the endless cases wait it out.
 TIMEOUT_MS = 500
+#: The limit of the cases whose answer ends by itself: only a loaded machine's stall could
+#: reach it (at 500 ms one did: a cut answer read as "not sent", ``TimeLimitBeforeSending``).
+SLACK_MS = 10_000
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The routes' time limit by the case: :data:`TIMEOUT_MS` for an endless body (its
+    verdict is the limit's), :data:`SLACK_MS` for every answer that ends by itself."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("how") != "endless":
+        monkeypatch.setattr(f"{__name__}.TIMEOUT_MS", SLACK_MS)
 
 
 def telegram(party: HostileParty) -> TelegramRoute:
