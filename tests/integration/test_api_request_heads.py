@@ -42,6 +42,30 @@ async def until_closed(reader: asyncio.StreamReader) -> bytes:
     return await asyncio.wait_for(reader.read(), BOUND_S)
 
 
+async def health_head(host: str, port: int) -> bytes:
+    """The head of ``GET /health`` on a new connection: the server still answers."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    await writer.drain()
+    healthy = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+    writer.close()
+    return healthy
+
+
+def protocol_refusal(what: str, answer: bytes, status_line: bytes, reason: str) -> dict[str, Any]:
+    """Assert ``answer`` (a whole exchange's bytes) is the protocol ``Error`` of a request
+    refused with ``status_line`` (``invalid_params``, not retryable, ``detail.reason``
+    ``reason``), the connection closed after it; returns the error object."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(status_line), (what, answer[:300])
+    assert b"content-type: application/json" in head.lower(), (what, answer[:300])
+    assert b"connection: close" in head.lower(), (what, answer[:300])
+    error: dict[str, Any] = json.loads(body)["error"]
+    assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
+    assert error["detail"] == {"reason": reason}, (what, error)
+    return error
+
+
 async def answers_alone(host: str, port: int, requests: dict[str, bytes]) -> dict[str, bytes]:
     """Each request of ``requests`` sent on a connection of its own, the API's token put
     after its request line; what the server wrote until it closed, by the same key."""
@@ -184,22 +208,12 @@ async def test_requests_the_parser_cannot_read_are_refused_with_the_protocol_err
     try:
         host, port = api.url.removeprefix("http://").split(":")
         answers = await answers_alone(host, int(port), UNREADABLE)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        await writer.drain()
-        healthy = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
-        writer.close()
+        healthy = await health_head(host, int(port))
     finally:
         text = api.stop()
 
     for what, answer in answers.items():
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 400 "), (what, answer[:300])
-        assert b"content-type: application/json" in head.lower(), (what, answer[:300])
-        assert b"connection: close" in head.lower(), (what, answer[:300])
-        error = json.loads(body)["error"]
-        assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
-        assert error["detail"] == {"reason": "malformed_request"}, (what, error)
+        protocol_refusal(what, answer, b"HTTP/1.1 400 ", "malformed_request")
     assert healthy.startswith(b"HTTP/1.1 200"), healthy
     assert "Traceback" not in text, text[-3000:]
 
@@ -257,22 +271,12 @@ async def test_a_method_the_server_does_not_know_is_501_not_implemented(
             answers["in pieces"] = repr(err).encode()  # closed before the line was whole
         writer.close()
 
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        await writer.drain()
-        healthy = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
-        writer.close()
+        healthy = await health_head(host, int(port))
     finally:
         text = api.stop()
 
     for what, answer in answers.items():
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 501 Not Implemented\r\n"), (what, answer[:300])
-        assert b"content-type: application/json" in head.lower(), (what, answer[:300])
-        assert b"connection: close" in head.lower(), (what, answer[:300])
-        error = json.loads(body)["error"]
-        assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
-        assert error["detail"] == {"reason": "unknown_method"}, (what, error)
+        error = protocol_refusal(what, answer, b"HTTP/1.1 501 Not Implemented\r\n", "unknown_method")
         assert "could not be read" not in error["message"], (what, error)
     assert healthy.startswith(b"HTTP/1.1 200"), healthy
     assert "Traceback" not in text, text[-3000:]
