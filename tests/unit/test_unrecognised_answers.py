@@ -28,6 +28,7 @@ from curaflow.outbound.errors import time_limit_error
 from curaflow.sources.base import SourcePolicy
 from curaflow.sources.corroboration import corroborated
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
 
 IMAGE = "https://i.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png"
@@ -413,3 +414,110 @@ async def test_the_app_apis_400_on_a_works_own_call_holds_the_work_not_the_job(
         await (c.illust_detail("123") if call == "detail" else c.ugoira_metadata("123"))
     assert raised.value.recognised is False
     assert raised.value.kind == UnavailableKind.GONE
+
+
+def gated_client(status: int, body: bytes, headers: dict[str, str] | None = None) -> tuple[PixivClient, MemoryGate]:
+    """:func:`client` behind an in-process gate (its cooldown read after a request)."""
+    gate = MemoryGate()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/auth/token"):
+            token = {"access_token": "a", "refresh_token": "r", "expires_in": 3600, "user": {"id": "1"}}
+            return httpx.Response(200, json=token)
+        return httpx.Response(status, content=body, headers={"Content-Type": "image/jpeg", **(headers or {})})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", gate=gate), gate
+
+
+async def read_image(c: PixivClient, url: str = IMAGE) -> bytes:
+    async with c.download(url) as body:
+        return b"".join([chunk async for chunk in body.chunks()])
+
+
+RATE_LIMITED_BODIES = [
+    json.dumps({"error": {"message": "Rate Limit"}}).encode(),
+    json.dumps({"error": {"user_message": "", "message": "Rate Limit", "reason": ""}}).encode(),
+    b'\r\n  {"error": "rate limit exceeded"}',
+]
+
+
+@pytest.mark.parametrize("status", [200, 400, 404, 410, 420])
+@pytest.mark.parametrize("body", RATE_LIMITED_BODIES, ids=["message", "app-api-object", "text"])
+async def test_an_image_hosts_rate_limit_in_the_body_is_the_accounts_cooldown_whatever_its_status(
+    status: int, body: bytes
+) -> None:
+    """Pixiv words its rate limit in the body whatever the status (reference §2.5: "classify
+    by body, not status"; :func:`~curaflow.sources.pixiv.client.answers.says_rate_limit`:
+    a 2xx or a 4xx). The app-api's answers were read so, and the image host's 403 and 429;
+    any other image answer was not: a 200 carrying the words was a page that is no image
+    (every work a job met held back for an hour, the job ending ``source_unusable``), a 404
+    asked for a detail and held the work, another 4xx was a plain retried download — and
+    in each the account's gate never backed off, every later request meeting the limit
+    again. Now it is the account's rate limit: the gate's ladder climbs, the stated delay
+    its floor, no work held."""
+    c, gate = gated_client(status, body, {"Retry-After": "90"})
+    with pytest.raises(SourceError) as raised:
+        await read_image(c)
+    assert raised.value.reason == TerminalReason.RATE_LIMITED
+    assert raised.value.cooldown_s is not None and raised.value.cooldown_s >= 90
+    assert gate.penalty == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+            b"\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+        ),
+        json.dumps({"error": {"message": "Forbidden"}}).encode(),
+        b"{" + b" " * 100_000 + b"}",
+        b"",
+    ],
+    ids=["image", "json-of-other-words", "json-over-the-error-bound", "empty"],
+)
+async def test_an_image_hosts_200_without_the_words_is_the_body_as_it_came(body: bytes) -> None:
+    """A 200 that says no rate limit is read as before, every byte: an image, a JSON page of
+    other words (no image: held briefly by the store, as before), a body longer than an
+    error answer, none."""
+    c, gate = gated_client(200, body)
+    assert await read_image(c) == body
+    assert gate.penalty == 0
+
+
+async def test_a_503_with_the_words_cools_nothing() -> None:
+    """A 5xx is the server failing (:func:`~curaflow.sources.pixiv.client.answers.speaks_of_the_request`):
+    its body says nothing of the account — a retried download, the gate left as it was."""
+    c, gate = gated_client(503, RATE_LIMITED_BODIES[0])
+    with pytest.raises(SourceError) as raised:
+        await read_image(c)
+    assert raised.value.reason == TerminalReason.DOWNLOAD_FAILED
+    assert gate.penalty == 0
+
+
+async def test_a_page_answered_a_rate_limit_in_a_200_holds_no_work(tmp_path: Path) -> None:
+    """Through the artifact store: a rate limit in a 200 fails the fetch as the account's
+    rate limit (its cooldown the next attempt's delay) — never ``not_an_image``, which held
+    the work back and moved the cell on to the next candidate, asking again at once."""
+    from curaflow.artifacts import ArtifactStore
+    from curaflow.domain.models import Work, WorkPage
+
+    c, _ = gated_client(200, RATE_LIMITED_BODIES[0])
+    work = Work(work_id="123", pages=[WorkPage(index=0, url=IMAGE)])
+    with pytest.raises(SourceError) as raised:
+        await ArtifactStore(tmp_path).fetch(c, work, "job", "t")  # type: ignore[arg-type]
+    assert raised.value.reason == TerminalReason.RATE_LIMITED
+
+
+@pytest.mark.parametrize(("status", "corroborate"), [(403, False), (404, True), (410, True)])
+async def test_an_error_body_that_cannot_be_read_leaves_the_status_to_decide(status: int, corroborate: bool) -> None:
+    """An image host's 4xx is read for the rate limit's words first; a body that cannot be
+    read (a coding curaflow does not decode) says nothing, and the status decides as before
+    reading: a 404/410 asks the work's detail, a 403 holds the work briefly — never a
+    retried download that would take neither answer."""
+    c, gate = gated_client(status, b"\x00\x01", {"Content-Encoding": "x-never-seen"})
+    with pytest.raises(WorkUnavailable) as raised:
+        await read_image(c)
+    assert (raised.value.recognised, raised.value.corroborate) == (False, corroborate)
+    assert gate.penalty == 0

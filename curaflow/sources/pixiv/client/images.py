@@ -119,8 +119,15 @@ class ImageRequests(GatedRequests):
         await self._pass_gate()
         try:
             async with self._images.stream(request, self._image_limits) as response:
-                if response.status_code == 429:
-                    await self._check_rate_limit(response, None)
+                if 400 <= response.status_code < 500:
+                    # Pixiv words its rate limit in the body whatever the 4xx (reference
+                    # §2.5; a 429 is one whatever its body): the account's cooldown, read
+                    # before the status is judged (2026-12-07: only a 403's body was read —
+                    # under a 404 the words held the work, under a 400 they were a plain
+                    # retried download, the gate never backing off). A 2xx's body is read
+                    # as it comes (image_chunks).
+                    said = None if response.status_code == 429 else await _error_body(response)
+                    await self._check_rate_limit(response, said)
                 if response.status_code in (404, 410):
                     # The file is not at that path: what a deleted or private work's image
                     # answers, and what a misconfigured mirror, a CDN in a deploy or a moved
@@ -128,8 +135,6 @@ class ImageRequests(GatedRequests):
                     # (curaflow.sources.corroboration, asked by the fetch once this came).
                     raise WorkUnavailable(work_id, f"image HTTP {response.status_code}", corroborate=True)
                 if response.status_code == 403:  # i.pximg.net's answer to a request it refuses
-                    # … or Pixiv's rate limit, which it words in the body whatever the status.
-                    await self._check_rate_limit(response, await _small_json(response))
                     raise WorkUnavailable(
                         work_id, "image HTTP 403 (the image host refused the request)", recognised=False
                     )
@@ -181,12 +186,36 @@ class ImageRequests(GatedRequests):
         except httpx.HTTPError as err:
             raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
 
-    def image_chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def image_chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``
         counted from its bytes: a ``Content-Length`` over the limit is no refusal by
         itself (:func:`~curaflow.outbound.iter_capped` ``by_length=False``) — ``too_large``
-        is a verdict on the work, and only the bytes may say it (2026-12-07)."""
-        return iter_capped(response, self._image_limits.max_bytes, by_length=False)
+        is a verdict on the work, and only the bytes may say it (2026-12-07).
+
+        A body that begins as a JSON object (:func:`begins_as_json`: no image, zip or other
+        file does) is held until it ends, or passes :data:`ERROR_BODY_BYTES`, and read as
+        an error answer: Pixiv's rate limit in it is the account's (``rate_limited``, the
+        gate's ladder climbed: reference §2.5, "classify by body, not status"; the words in
+        a 2xx, :func:`~curaflow.sources.pixiv.client.answers.says_rate_limit`). Until
+        2026-12-07 it was a page that is no image: every work a job met held back for an
+        hour, the job ending ``source_unusable``, the account asking again all the while.
+        Any other body passes whole, as it came: its first chunk decides at once.
+
+        Raises:
+            SourceError: ``rate_limited`` (above).
+        """
+        held: bytearray | None = bytearray()
+        async for chunk in iter_capped(response, self._image_limits.max_bytes, by_length=False):
+            if held is None:
+                yield chunk
+                continue
+            held += chunk
+            if len(held) > ERROR_BODY_BYTES or begins_as_json(held) is False:
+                yield bytes(held)
+                held = None
+        if held:
+            await self._check_rate_limit(response, _json_of(bytes(held)))
+            yield bytes(held)
 
     # ---- the Source protocol's download half (curaflow.sources.base) -------------
 
@@ -223,24 +252,49 @@ def whole_range(content_range: str | None) -> bool:
 ERROR_BODY_BYTES = 16_384
 
 
-async def _small_json(response: httpx.Response) -> object:
-    """The JSON of a streamed error answer from its first :data:`ERROR_BODY_BYTES` (None when
-    it is not JSON, or longer): never more is read, whatever ``Content-Length`` says, nor
-    decoded than a step past it (:func:`~curaflow.outbound.iter_capped`; httpx's
-    ``aiter_bytes`` decodes a raw chunk whole).
+#: The bytes JSON allows before its first value (RFC 8259 §2).
+JSON_WHITESPACE = b" \t\r\n"
 
-    Raises:
-        httpx.HTTPError: what reading the body raises (a coding curaflow does not decode).
-    """
-    data = bytearray()
-    async for chunk in iter_capped(response, None):
-        data += chunk
-        if len(data) > ERROR_BODY_BYTES:
-            return None
+
+def begins_as_json(data: bytes | bytearray) -> bool | None:
+    """Whether ``data`` begins as a JSON object (``{`` after JSON's whitespace); None while
+    it holds whitespace alone (the next bytes tell). No image format, zip or other file
+    curaflow fetches begins so: its first byte answers."""
+    for byte in data:
+        if byte not in JSON_WHITESPACE:
+            return byte == ord("{")
+    return None
+
+
+def _json_of(data: bytes) -> object:
+    """The JSON of an error answer's bytes, every string cleaned; None when it is none."""
     try:
-        return loads_clean(bytes(data).decode("utf-8", "replace"))  # JSON is UTF-8 (RFC 8259 §8.1)
+        return loads_clean(data.decode("utf-8", "replace"))  # JSON is UTF-8 (RFC 8259 §8.1)
     except ValueError:
         return None
+
+
+async def _error_body(response: httpx.Response) -> object:
+    """The JSON of a streamed error answer from its first :data:`ERROR_BODY_BYTES` (None when
+    it is not JSON, or longer, or when its bytes cannot be read: its status decides then):
+    never more is read, whatever ``Content-Length`` says, nor decoded than a step past it
+    (:func:`~curaflow.outbound.iter_capped`; httpx's ``aiter_bytes`` decodes a raw chunk
+    whole).
+
+    Raises:
+        httpx.TimeoutException: the download's time ran out while the body was read.
+    """
+    data = bytearray()
+    try:
+        async for chunk in iter_capped(response, None):
+            data += chunk
+            if len(data) > ERROR_BODY_BYTES:
+                return None
+    except httpx.TimeoutException:
+        raise
+    except httpx.HTTPError:  # a coding curaflow does not decode, a connection cut: nothing said
+        return None
+    return _json_of(bytes(data))
 
 
 class ImageDownload:
