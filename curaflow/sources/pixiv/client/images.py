@@ -206,7 +206,8 @@ class ImageRequests(GatedRequests):
         """
         held: bytearray | None = bytearray()
         async for chunk in iter_capped(response, self._image_limits.max_bytes, by_length=False):
-            if held is None:
+            if held is None or (not held and begins_as_json(chunk) is False):
+                held = None  # an image's first chunk: passed on as it came, never copied
                 yield chunk
                 continue
             held += chunk
