@@ -72,13 +72,16 @@ whatever its body (the Bot API's shape too)   (RFC 9110 §15; ``undefined_status
 the Bot API's own 400 (``error_code`` 400)    ``delivery_rejected`` (the work), never
 naming the file itself                        retried; a photo Telegram cannot take as a
 (:data:`WORK_REFUSALS`: a page Telegram       photo is first sent again as a document
-cannot process, an animation it cannot
-play, a file too big for the chat)
+cannot process, a file too big for the
+chat)
 any other answer: "chat not found", "message  ``route_refused`` (the route: its chat,
 thread not found", ``TOPIC_CLOSED``, a        topic, bot, rights or limits, or an answer
 blocked bot, no rights, 401, 403, 404, 413,   curaflow does not know), never retried;
-a wording or status never seen before, an     the work is not used up (held back from
-error of an unknown shape                     the route for a while)
+the words of media given by URL ("wrong type  the work is not used up (held back from
+of the web page content", "failed to get      the route for a while)
+HTTP URL content": curaflow uploads bytes),
+a wording or status never seen before, an
+error of an unknown shape
 connect error, connect/write/pool timeout,    retried (the request never reached Telegram)
 a request that never left whole (a reset
 while it was written, RequestNotWhole)
@@ -215,11 +218,17 @@ PHOTO_REFUSED = frozenset(
 #: refusal is the route's, :func:`classify`): a page Telegram cannot process as an image
 #: (Bot API ``PHOTO_INVALID_DIMENSIONS``, ``IMAGE_PROCESS_FAILED`` …: reference
 #: ``pixiv-and-delivery-apis.md`` §3.2; a photo gets a second chance as a document
-#: first), an animation it cannot play (``sendAnimation``: "wrong type of the web page
-#: content"), a file over what the chat takes ("file is too big"). Whole phrases,
+#: first), a file over what the chat takes ("file is too big"). Whole phrases,
 #: lowercased (:func:`stated_phrase`): until 2026-12-07 they were found anywhere in a
 #: description, and ``CHAT_PHOTO_INVALID`` or "… the upload file is too big for the proxy"
 #: refused the work for good.
+#:
+#: Not "wrong type of the web page content" (in this list until 2026-12-07, read as "an
+#: animation Telegram cannot play"): it is the Bot API's wording of Telegram's
+#: ``WEBPAGE_MEDIA_EMPTY`` (tdlib/telegram-bot-api ``Client::fail_query_with_error``, beside
+#: ``WEBPAGE_CURL_FAILED`` → "Failed to get HTTP URL content"): media given *by URL* that
+#: is not of its type. curaflow uploads every page's bytes and never sends a URL, so the
+#: answer names no file of the work — one curaflow should never meet: the route's.
 WORK_REFUSALS = frozenset(
     {
         "photo_invalid_dimensions",
@@ -227,7 +236,6 @@ WORK_REFUSALS = frozenset(
         "photo_save_file_invalid",
         "photo_ext_invalid",
         "photo_invalid",
-        "wrong type of the web page content",
         "file is too big",
     }
 )

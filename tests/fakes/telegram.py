@@ -430,7 +430,10 @@ class FakeTelegram:
             if animation.size > DOCUMENT_MAX_BYTES:
                 return "Request Entity Too Large", f"animation of {animation.size} bytes"
             if animation.format != "GIF" or animation.frames < 2:
-                return "Bad Request: wrong type of the web page content", f"not an animated GIF: {animation.format}"
+                # The fake's own guard against curaflow sending a still image as an animation:
+                # no wording of the Bot API's (its "wrong type of the web page content" is
+                # about media given by URL, which curaflow never sends).
+                return "Bad Request: fake: not an animated GIF", f"not an animated GIF: {animation.format}"
         if entry.method == "sendMediaGroup":
             media = entry.media
             if not 2 <= len(media) <= 10:

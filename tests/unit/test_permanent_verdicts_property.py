@@ -65,13 +65,14 @@ for _pages in (1, 3):
 # ---- the recognised table, from the receivers' documentation ------------------------------------
 
 #: Telegram's words for a file the Bot API cannot take (Bot API error strings; reference §3.2).
+#: Not "wrong type of the web page content": the Bot API's words for media given by URL
+#: (``WEBPAGE_MEDIA_EMPTY``), which curaflow never sends — the route's.
 TG_WORK_WORDS = (
     "photo_invalid_dimensions",
     "image_process_failed",
     "photo_save_file_invalid",
     "photo_ext_invalid",
     "photo_invalid",
-    "wrong type of the web page content",
     "file is too big",
 )
 #: Discord's JSON error codes about the content (docs "JSON Error Codes").
@@ -159,6 +160,7 @@ WORDS = st.sampled_from(
         "Bad Request: message caption is too long",
         "Bad Request: wrong file identifier/HTTP URL specified",
         "Bad Request: failed to get HTTP URL content",
+        "Bad Request: Wrong type of the web page content",
         "Bad Request: group chat was upgraded to a supergroup chat",
         "Bad Request: group send failed",
         'Bad Request: failed to send message #3 with the error message "PHOTO_INVALID_DIMENSIONS"',

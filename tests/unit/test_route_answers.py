@@ -225,12 +225,28 @@ async def test_a_telegram_rate_limit_in_an_answer_not_the_bot_apis_is_no_rate_li
     assert is_the_routes(err) and not err.rate_limited and err.retry_after_s is None
 
 
-async def test_a_telegram_animation_it_cannot_play_is_the_works(tmp_path: Path) -> None:
-    err = await failure(
-        telegram, tg_answer(400, "Bad Request: wrong type of the web page content"), tmp_path, animated=True
-    )
-    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent
-    assert owner_of(err.reason) == Owner.WORK
+@pytest.mark.parametrize(
+    "description",
+    [
+        "Bad Request: wrong type of the web page content",
+        "Bad Request: Wrong type of the web page content",
+        'Bad Request: failed to send message #1 with the error message "Wrong type of the web page content"',
+    ],
+)
+@pytest.mark.parametrize("shape", ["animation", "photo", "album"])
+async def test_telegrams_words_for_media_given_by_url_are_the_routes(
+    tmp_path: Path, description: str, shape: str
+) -> None:
+    """ "Wrong type of the web page content" is the Bot API's wording of Telegram's
+    ``WEBPAGE_MEDIA_EMPTY`` (tdlib/telegram-bot-api ``Client::fail_query_with_error``, beside
+    ``WEBPAGE_CURL_FAILED`` → "Failed to get HTTP URL content"): the media given *by URL*
+    is not of its type. curaflow uploads every page's bytes and never sends a URL, so the
+    answer names no file of the work — one curaflow should never meet, the route's, as its
+    sibling. Until 2026-12-07 it refused the work for good on the route (read as "an
+    animation Telegram cannot play"), a photo without its second chance as a document."""
+    kw: dict[str, Any] = {"animation": {"animated": True}, "photo": {}, "album": {"pages": 3}}[shape]
+    err = await failure(telegram, tg_answer(400, description), tmp_path, **kw)
+    assert is_the_routes(err), (err.reason, str(err))
 
 
 async def test_a_telegram_photo_refusal_is_sent_again_as_a_document(tmp_path: Path) -> None:
