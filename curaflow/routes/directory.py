@@ -165,6 +165,36 @@ def _set_mode(fd: int, mode: int | None, asked: bool) -> None:
             raise
 
 
+#: Errors of an ``fsync`` that say this disk cannot sync what it was given: a file system
+#: that does not sync a directory, or a file (``EINVAL`` — "fd is bound to a special file
+#: which does not support synchronization", fsync(2): a VirtualBox shared folder answers
+#: it for every file —, ``EOPNOTSUPP`` of a network share or a FUSE file system). What it
+#: holds is as durable as that disk makes it; nothing more can be done, and refusing the
+#: route for it would refuse its every work for good (:func:`sync_file`, :func:`sync_folder`).
+_UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def sync_file(fd: int) -> None:
+    """``fsync`` the written file ``fd`` before its rename, so its bytes are on the disk
+    (blocking).
+
+    A disk that cannot sync a file (:data:`_UNSYNCABLE`) is no failure: the bytes are as
+    durable as that disk makes them, as a folder's names are (:func:`sync_folder`). Until
+    2026-12-07 its ``EINVAL`` / ``EOPNOTSUPP`` was :func:`os_failure`'s ``route_refused``
+    for every work — the route paused after three, and again after every resume: a route
+    on such a disk could never deliver.
+
+    Raises:
+        OSError: the sync failed otherwise (``EIO``: the bytes may be lost — retried;
+            ``ENOSPC``, ``EDQUOT`` …: the route's), as :func:`os_failure` says.
+    """
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in _UNSYNCABLE:
+            raise
+
+
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename.
 
@@ -181,18 +211,13 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode
             fh.write(data)
             _set_mode(fh.fileno(), mode, mode_asked and mode is not None)
             fh.flush()
-            os.fsync(fh.fileno())
+            sync_file(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-#: Errors of a folder's sync that say this disk cannot sync it: a file system that does not
-#: sync a directory (``EINVAL``, ``EOPNOTSUPP``). The names in it are as durable as that disk
-#: makes them; nothing more can be done, and refusing the route for it would refuse its
-#: every work for good.
-_UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
 #: Errors opening a folder to sync it that say this process may write in it but not open it
 #: (a drop-box directory, ``0333``): its names are left to the disk, as above.
 _UNOPENABLE = frozenset({errno.EACCES, errno.EPERM})
@@ -271,7 +296,7 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
                     out.write(chunk)
                 _set_mode(out.fileno(), mode, mode_asked and mode is not None)
                 out.flush()
-                os.fsync(out.fileno())
+                sync_file(out.fileno())
             os.replace(tmp, dest)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -39,6 +39,7 @@ class Disk:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, Any]] = []
         self.fail_folder_sync: int | None = None  # an errno, raised by the next sync of a folder
+        self.fail_file_sync: int | None = None  # an errno, raised by every sync of a regular file
         real_replace, real_fsync = os.replace, os.fsync
 
         def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
@@ -50,6 +51,8 @@ class Disk:
             if stat.S_ISDIR(info.st_mode) and self.fail_folder_sync is not None:
                 code, self.fail_folder_sync = self.fail_folder_sync, None
                 raise OSError(code, os.strerror(code))
+            if stat.S_ISREG(info.st_mode) and self.fail_file_sync is not None:
+                raise OSError(self.fail_file_sync, os.strerror(self.fail_file_sync))
             real_fsync(fd)
             self.events.append(("fsync", info.st_ino))
 
@@ -115,6 +118,39 @@ async def test_a_disk_that_cannot_sync_a_folder_still_delivers(tmp_path: Path, d
     route = DirectoryRoute("out", tmp_path / "out")
     disk.fail_folder_sync = code
     assert (await route.deliver(dir_request(tmp_path))).remote_status == "written"
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.EOPNOTSUPP], ids=["EINVAL", "EOPNOTSUPP"])
+async def test_a_disk_that_cannot_sync_a_file_still_delivers(tmp_path: Path, disk: Disk, code: int) -> None:
+    # A disk that answers every file's fsync "not supported" (a VirtualBox shared folder's
+    # EINVAL, a network share's or a FUSE file system's EOPNOTSUPP) refused every work of
+    # the route with that answer — three in a row paused it, every resume paused it again:
+    # the route blocked for good by its disk's "I cannot", nothing it could fix. The files
+    # are as durable as that disk makes them, as its folders' names already were.
+    route = DirectoryRoute("out", tmp_path / "out")
+    request = dir_request(tmp_path)
+    disk.fail_file_sync = code
+    assert (await _guarded(route, request)).remote_status == "written"
+    folder = tmp_path / "out" / "4242"
+    manifest = json.loads((folder / "manifest.json").read_bytes())
+    for f, entry in zip(request.artifact.files, manifest["files"], strict=True):
+        assert (folder / entry["name"]).read_bytes() == Path(f.path).read_bytes()
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+    assert disk.synced_after(folder, "manifest.json")  # the names still synced where the disk can
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC], ids=["EIO", "ENOSPC"])
+async def test_a_file_sync_that_fails_otherwise_is_never_a_delivery(tmp_path: Path, disk: Disk, code: int) -> None:
+    # Guard: EIO (the bytes may be lost) is one retried attempt, ENOSPC the route's disk
+    # full: neither is reported delivered, nothing is left under a final name.
+    route = DirectoryRoute("out", tmp_path / "out")
+    disk.fail_file_sync = code
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, dir_request(tmp_path))
+    err = caught.value
+    expected = TerminalReason.DELIVERY_FAILED if code == errno.EIO else TerminalReason.ROUTE_REFUSED
+    assert err.reason == expected, (err.reason, str(err))
+    assert not (tmp_path / "out" / "4242" / "manifest.json").exists()
 
 
 async def test_a_route_directory_this_process_may_write_but_not_read_still_delivers(
