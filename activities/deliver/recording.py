@@ -450,11 +450,16 @@ class DeliveryRecords:
             # clock, ended a millisecond after it and named the wait "this send".
             if not err.route_wide:
                 await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
-        # A refusal for good, and an answer that may follow a post ending the work
-        # `unknown` on an at-most-once route: a receiver answering every request so (a
-        # proxy's page under a 200) blocked one more work with every job until 2026-12-07,
-        # never paused. No answer (a timeout, a cut) is never counted.
-        if verdict.outcome in ("rejected", "unknown") and err.answer:
+        # A refusal for good, and an answer that may follow a post ending the work held on
+        # the route for good: `unknown` on an at-most-once route, or the last attempt of a
+        # route that may send again (`abandoned`, its intent `unknown`: another job's key
+        # is one the receiver cannot deduplicate). Until 2026-12-07 a receiver answering
+        # every request so blocked one more work with every job, never paused: first
+        # on any route (a proxy's page under a 200), then still on one that may send
+        # again (a webhook's gateway answering 502 while its application is down: only an
+        # at-most-once route's `unknown` was counted). No answer (a timeout, a connection
+        # cut before the answer's head) is never counted.
+        if err.answer and (verdict.outcome in ("rejected", "unknown") or (verdict.final and err.ambiguous)):
             pause = await route_gates.count_refusal(
                 conn,
                 route=inp.route.name,

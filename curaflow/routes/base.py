@@ -341,6 +341,30 @@ def refusal_answered(err: httpx.HTTPError) -> httpx.Response | None:
     return head if head is not None and not 200 <= head.status_code < 300 else None
 
 
+def unread_answer(err: httpx.HTTPError) -> str | None:
+    """The answer of a receiver whose acceptance came — a 2xx status line and headers — and
+    whose body then broke (cut, undecodable, trickled past the route's own time limit:
+    :func:`curaflow.outbound.answer_head`), as :attr:`RouteError.answer` keys it: ``HTTP
+    <status> (its body could not be read: <the failure's type>)``; None when no answer's
+    head came (a timeout, a reset before it: no answer at all), for a refusal's head
+    (:func:`refusal_answered` reads it as its status), and for the job's deadline (its
+    stop, not the receiver's answer).
+
+    Such a send may have posted (the body says what was): ambiguous, the work
+    ``delivery_unknown`` on an at-most-once route. It is the receiver's answer all the
+    same, counted in the route's streak like a proxy's page under a 200: a receiver (a
+    proxy) answering every send so pauses the route instead of blocking one more work with
+    every job, unpaged. Until 2026-12-07 it carried no answer and was never counted, while
+    the same 5xx was (its head is a refusal's). The failure's type stays in the answer: a
+    body cut, one in a coding curaflow does not decode and one trickled past the limit are
+    three answers, each counted with its own kind.
+    """
+    head = answer_head(err)
+    if head is None or not 200 <= head.status_code < 300:
+        return None
+    return f"HTTP {head.status_code} (its body could not be read: {type(err).__name__})"
+
+
 class Route(Protocol):
     """A delivery destination.
 

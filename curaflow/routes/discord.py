@@ -85,6 +85,7 @@ from curaflow.routes.base import (
     refusal_answered,
     remote_id_of,
     undefined_status_error,
+    unread_answer,
 )
 from curaflow.routes.caption import build_caption, escape_markdown
 from curaflow.routes.chunks import packed_chunks, resumed_parts
@@ -286,6 +287,7 @@ class DiscordRoute:
                     TerminalReason.DELIVERY_FAILED,
                     f"discord: {type(err).__name__} after the request was sent; outcome unknown",
                     ambiguous=True,
+                    answer=unread_answer(err),  # an acceptance whose body broke is an answer
                 ) from err
             response = refused
         status = response.status_code

@@ -139,6 +139,7 @@ from curaflow.routes.base import (
     refusal_answered,
     remote_id_of,
     undefined_status_error,
+    unread_answer,
 )
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks, resumed_parts
@@ -575,6 +576,7 @@ class TelegramRoute:
                         TerminalReason.TELEGRAM_FAILED,
                         f"telegram {method}: {type(err).__name__} after the request was sent; outcome unknown",
                         ambiguous=True,
+                        answer=unread_answer(err),  # an acceptance whose body broke is an answer
                     ) from err
                 response = refused
             status = response.status_code

@@ -91,6 +91,7 @@ from curaflow.routes.base import (
     refusal_answered,
     remote_id_of,
     undefined_status_error,
+    unread_answer,
 )
 from curaflow.routes.registry import RouteContext, register_route
 
@@ -372,7 +373,10 @@ class WebhookRoute:
             if refused is None:
                 what = "timeout" if isinstance(err, httpx.TimeoutException) else "transport"
                 raise RouteError(
-                    TerminalReason.DELIVERY_FAILED, f"webhook {what}: {type(err).__name__}", ambiguous=True
+                    TerminalReason.DELIVERY_FAILED,
+                    f"webhook {what}: {type(err).__name__}",
+                    ambiguous=True,
+                    answer=unread_answer(err),  # an acceptance whose body broke is an answer
                 ) from err
             response = refused
         status = response.status_code
@@ -410,6 +414,7 @@ class WebhookRoute:
                     f"webhook answered {status} with status {word!r}: the receiver holds it; retried with the same "
                     "webhook-id",
                     ambiguous=True,
+                    answer=f"HTTP 2xx status {word}",
                 )
             return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
         raise classify(status, response.headers.get("retry-after"))
@@ -450,6 +455,10 @@ def classify(status: int, retry_after: str | None) -> RouteError:
         # `delivery.route_rate_limit_cap_ms` (as the limits in front of Telegram and
         # Discord). Until 2026-12-07 it held that send alone, for as long as it said (a
         # week), while every other send of the route met it in turn.
+        # A gateway's 502 / 504 may follow a post: retried with the same webhook-id, and its
+        # answer kept — should the attempts run out on it, the work is held on the route
+        # for good and counted in the route's streak (activities.deliver.recording).
+        gateway = status in (502, 504)
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"webhook answered HTTP {status}"
@@ -457,7 +466,8 @@ def classify(status: int, retry_after: str | None) -> RouteError:
             retry_after_s=parse_retry_after(retry_after),
             rate_limited=status == 429,
             route_wide=status == 429,
-            ambiguous=status in (502, 504),
+            ambiguous=gateway,
+            answer=f"HTTP {status}" if gateway else None,
         )
     if status in WORK_STATUSES:
         return RouteError(

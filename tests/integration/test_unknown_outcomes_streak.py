@@ -16,6 +16,7 @@ The recording runs as the deliver activity runs it
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import asyncpg
 import pytest
@@ -55,5 +56,57 @@ async def test_no_answer_is_never_counted(ledger_pool: asyncpg.Pool) -> None:
     for _ in range(3):
         inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
         await _records(ledger_pool)._record_error(inp, request, _maybe_posted(None), max_attempts=10)
+    gate = await route_gates.read_gate(ledger_pool, route.name)
+    assert gate is None or (gate.paused_ms == 0 and gate.streak_works == []), gate
+
+
+def _may_have_landed(answer: str | None) -> RouteError:
+    """A webhook receiver's answer that may follow a post: its gateway's 502."""
+    return RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 502", ambiguous=True, answer=answer)
+
+
+async def test_works_an_at_least_once_route_ran_out_of_attempts_on_after_a_possible_post_pause_it(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    """A route that may send again (a webhook: the receiver deduplicates on the
+    ``webhook-id``; Telegram or Discord under ``on_ambiguous = "retry"``) retries an answer
+    that may follow a post with the same key — until its attempts run out: the send is
+    ``delivery_abandoned`` and its intent ``unknown``, the work held on the route for good
+    (another job's key is another ``webhook-id``, which the receiver cannot deduplicate).
+    A receiver whose gateway answers every request 502 (its application down) so blocked
+    one more work with every job, unpaged: the streak counted only an at-most-once route's
+    ``unknown`` (until 2026-12-07). Three works ending so with the same answer now pause
+    the route as three refusals do."""
+    route = _route()
+    records = _records(ledger_pool)
+    records.deps.route = lambda name: SimpleNamespace(resend_safe=True)
+    outcomes, statuses = [], []
+    for _ in range(3):
+        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        recorded = await records._record_error(inp, request, _may_have_landed("HTTP 502"), max_attempts=1)
+        outcomes.append(recorded.verdict.outcome)
+        statuses.append(
+            await ledger_pool.fetchval(
+                "SELECT status FROM delivery_intents WHERE idempotency_key = $1", request.idempotency_key
+            )
+        )
+    assert outcomes == ["abandoned"] * 3 and statuses == ["unknown"] * 3  # each work held on the route
+    gate = await route_gates.read_gate(ledger_pool, route.name)
+    assert gate is not None and gate.paused_ms > 0 and gate.pauses == 1, gate
+    assert "http 502" in (gate.pause_reason or "")
+
+
+async def test_an_at_least_once_route_retrying_an_answer_is_not_counted_before_its_last_attempt(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # Guard: while attempts are left the send is retried with the same key (nothing held
+    # for good yet): nothing counted, whatever the answer.
+    route = _route()
+    records = _records(ledger_pool)
+    records.deps.route = lambda name: SimpleNamespace(resend_safe=True)
+    for _ in range(3):
+        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        recorded = await records._record_error(inp, request, _may_have_landed("HTTP 502"), max_attempts=10)
+        assert recorded.verdict.outcome == "failed"
     gate = await route_gates.read_gate(ledger_pool, route.name)
     assert gate is None or (gate.paused_ms == 0 and gate.streak_works == []), gate

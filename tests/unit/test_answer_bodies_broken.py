@@ -140,6 +140,25 @@ async def test_an_acceptance_whose_body_breaks_may_have_posted(
 
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("route_of", [telegram, discord], ids=["telegram", "discord"])
+async def test_an_acceptance_whose_body_breaks_is_an_answer_the_route_counts(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], how: str
+) -> None:
+    """The receiver answered — its 2xx status line and headers came — and the body broke.
+    On an at-most-once route the work ends ``delivery_unknown``, blocked there for good,
+    as for a proxy's page under a 200; such an answer is counted in the route's streak so a
+    receiver answering every send so pauses the route instead of blocking one more work
+    with every job, unpaged (DESIGN.md, the refusal streak). Until 2026-12-07 it carried no
+    answer — taken for no answer at all, never counted — while the same 5xx counted."""
+    party.default = broken(how, 200, b'{"ok": true, "result": {"message_id": 5}, "id": "5"}')
+    first = await failure(route_of, party, tmp_path)
+    again = await failure(route_of, party, tmp_path)
+    assert first.ambiguous and verdict_of(first, resend_safe=False).unknown, str(first)
+    assert first.answer is not None and first.answer.startswith("http 200 "), first.answer
+    assert first.answer == again.answer  # one answer, however often it comes
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("route_of", [telegram, discord], ids=["telegram", "discord"])
 async def test_a_server_error_whose_body_breaks_may_have_posted(
     party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], how: str
 ) -> None:
