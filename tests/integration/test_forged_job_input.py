@@ -22,7 +22,9 @@ Pixiv replay, two directory routes):
   refusal as the job's failure.
 * ``deferred``: the forged run starts while the job's start is deferred (no run yet). It
   never held the job, so the reconciler starts the job's own run with the admitted input,
-  which delivers to route A.
+  which delivers to route A — also when the forged run ran steps of the job first
+  (:func:`test_a_forged_run_that_ran_the_jobs_steps_is_no_verdict_and_the_job_runs_again`:
+  the steps it ran were the job's own; a step of it refused).
 
 The reconciler of the stack's processes does not tick here (a long interval): the test
 ticks it once the forged run closed, so the ledger rows the forged run left are read
@@ -33,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
@@ -47,77 +50,121 @@ from activities.caller import FOREIGN_CALLER
 from curaflow.domain.messages import JobInput, RouteRef
 from curaflow.domain.presentation import job_search_attributes
 from curaflow.jobs.admission import Admitter
-from curaflow.ledger.jobs import mark_workflow_started
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
 from curaflow.ledger.reconciler import tick
 from curaflow.temporal.connection import start_job_workflow
 from tests.integration.test_foreign_caller import ledger_rows, task
+from tests.jobs_support import spec_for
 from tests.support import DemoStack, demo_stack, short_id, terminal_job
 
 pytestmark = pytest.mark.integration
 
+#: The route the job's targets deliver to.
+ROUTE_A = "route-a"
 #: The route the forged input names instead of the job's.
 ROUTE_B = "route-b"
 
-Env = tuple[DemoStack, Path]
+
+@dataclass
+class Env:
+    demo: DemoStack
+    out_a: Path
+    out_b: Path
 
 
 @pytest.fixture(scope="module")
 async def env(tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str) -> AsyncIterator[Env]:
     tmp = tmp_path_factory.mktemp("forged")
-    out_b = tmp / "out-b"
+    out_a, out_b = tmp / "out-a", tmp / "out-b"
     config = {
-        "routes": {ROUTE_B: {"kind": "directory", "path": str(out_b)}},
+        "routes": {
+            ROUTE_A: {"kind": "directory", "path": str(out_a)},
+            ROUTE_B: {"kind": "directory", "path": str(out_b)},
+        },
+        "targets": [
+            {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [ROUTE_A]},
+            {"id": "other", "query": {"tags": ["風景"]}, "routes": [ROUTE_A]},
+        ],
         # The test ticks the reconciler itself, once the forged run closed.
         "reconcile_interval_ms": 3_600_000,
     }
     async with demo_stack(tmp, temporal_address, database_url, config) as demo:
-        yield demo, out_b
+        yield Env(demo, out_a, out_b)
 
 
 def delivered(folder: Path) -> list[Path]:
     return [path for path in folder.rglob("*") if path.is_file()] if folder.exists() else []
 
 
-def forged(job: JobInput) -> JobInput:
-    """The job's input with ``demo``'s routes edited to name route B only."""
-    target = job.targets[0]
-    other = target.model_copy(update={"routes": [RouteRef(name=ROUTE_B, kind="directory")]})
-    return job.model_copy(update={"targets": [other]})
+def forged(job: JobInput, how: str) -> JobInput:
+    """The job's input with one thing edited (``how``, the module doc's list)."""
+    if how == "route":
+        target = job.targets[0]
+        other = target.model_copy(update={"routes": [RouteRef(name=ROUTE_B, kind="directory")]})
+        return job.model_copy(update={"targets": [other, *job.targets[1:]]})
+    raise AssertionError(how)
 
 
 async def ended_at(pool: asyncpg.Pool, job_id: str) -> int | None:
     return await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("taken", ["terminate_existing", "deferred"])
-async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
-    env: Env, ledger_pool: asyncpg.Pool, taken: str
-) -> None:
-    demo, out_b = env
-    main = demo.stack.task_queue
-    admitted = await Admitter(demo.stack.settings, ledger_pool, None).admit(task(f"forged-{short_id()}"), start=False)
+async def admitted_job(env: Env, pool: asyncpg.Pool) -> JobInput:
+    """A Task's job on ``demo`` (route A), admitted and marked started: no run of its own yet."""
+    admitted = await Admitter(env.demo.stack.settings, pool, None).admit(task(f"forged-{short_id()}"), start=False)
     job = admitted.job_input
-    assert job is not None and [r.name for r in job.targets[0].routes] != [ROUTE_B]
-    async with ledger_pool.acquire() as conn:
+    assert job is not None and [r.name for r in job.targets[0].routes] == [ROUTE_A]
+    async with pool.acquire() as conn:
         await mark_workflow_started(conn, job.job_id)
-    if taken == "terminate_existing":
-        # The job's own run, with the admitted input, its start deferred.
-        real = await demo.client.start_workflow(
-            "JobWorkflow", job, id=job.job_id, task_queue=main, start_delay=timedelta(minutes=10),
-            search_attributes=job_search_attributes(job), execution_timeout=timedelta(minutes=30),
-        )  # fmt: skip
-    before = await ledger_rows(ledger_pool, job.job_id)
+    return job
 
-    handle = await demo.client.start_workflow(
-        "JobWorkflow", forged(job), id=job.job_id, task_queue=main,
+
+async def inserted_job(env: Env, pool: asyncpg.Pool, targets: list[str], **budgets: int) -> JobInput:
+    """A job of ``targets`` inserted as a plan's occurrence is (its budgets edited by
+    ``budgets``), marked started: no run of its own yet."""
+    stack = env.demo.stack
+    created = now_ms()
+    job = JobInput(
+        job_id=f"forged@2026-01-01T{short_id()}",
+        plan_id="forged",
+        schedule_id="forged",
+        trigger="schedule",
+        created_at_ms=created,
+        deadline_at_ms=created + stack.settings.budgets.default_deadline_ms,
+        targets=[spec_for(stack, t) for t in targets],
+        budgets=stack.settings.budgets_model().model_copy(update=budgets),
+        source_task_queues=stack.settings.source_task_queues(),
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=job))
+        await mark_workflow_started(conn, job.job_id)
+    return job
+
+
+async def real_run(env: Env, job: JobInput) -> WorkflowHandle[Any, Any]:
+    """The job's own run, with the admitted input, its start deferred."""
+    return await env.demo.client.start_workflow(
+        "JobWorkflow", job, id=job.job_id, task_queue=env.demo.stack.task_queue, start_delay=timedelta(minutes=10),
+        search_attributes=job_search_attributes(job), execution_timeout=timedelta(minutes=30),
+    )  # fmt: skip
+
+
+async def run_forged(env: Env, forged_input: JobInput) -> Any:
+    """Start ``forged_input`` under its job's id (terminating any run there) and wait for
+    its end: its result, or the ``WorkflowFailureError`` it failed with."""
+    handle = await env.demo.client.start_workflow(
+        "JobWorkflow", forged_input, id=forged_input.job_id, task_queue=env.demo.stack.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.TERMINATE_EXISTING, execution_timeout=timedelta(minutes=5),
     )  # fmt: skip
     try:
-        outcome: Any = await asyncio.wait_for(handle.result(), 120)
+        return await asyncio.wait_for(handle.result(), 120)
     except WorkflowFailureError as failed:
-        outcome = failed
-    assert not delivered(out_b), "the forged run delivered to route B"
-    assert await ledger_rows(ledger_pool, job.job_id) == before, "the forged run changed the job's rows"
+        return failed
+
+
+def assert_refused(outcome: Any) -> None:
+    """The forged run failed with a ``foreign_caller`` refusal, non-retryable."""
     assert isinstance(outcome, WorkflowFailureError), outcome
     refusal: BaseException | None = outcome.cause
     while refusal is not None and not isinstance(refusal, ApplicationError):
@@ -125,27 +172,90 @@ async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
     assert isinstance(refusal, ApplicationError) and refusal.type == FOREIGN_CALLER, outcome.cause
     assert refusal.non_retryable
 
+
+async def reconciled(env: Env, pool: asyncpg.Pool, job: JobInput) -> dict[str, Any]:
+    """Tick the reconciler (it starts the job's own run with ``job``) until the job ended;
+    the job as ``GET /jobs/{id}`` answers it."""
+    main = env.demo.stack.task_queue
+
     async def start(job_id: str) -> None:
         assert job_id == job.job_id
-        await start_job_workflow(demo.client, job, main)
+        await start_job_workflow(env.demo.client, job, main)
 
     for _ in range(240):
-        await tick(ledger_pool, start, demo.client, task_queue=main)
-        if await ended_at(ledger_pool, job.job_id) is not None:
+        await tick(pool, start, env.demo.client, task_queue=main)
+        if await ended_at(pool, job.job_id) is not None:
             break
         await asyncio.sleep(0.5)
-    ended = await terminal_job(demo.http, job.job_id, timeout_s=5)
-    assert not delivered(out_b)
-    intents = await ledger_pool.fetch("SELECT route, status FROM delivery_intents WHERE job_id = $1", job.job_id)
-    if taken == "terminate_existing":
-        # The truth: the job's own run was terminated, before it ran a step.
-        real_run = demo.client.get_workflow_handle(job.job_id, run_id=real.result_run_id)
-        assert (await real_run.describe()).status == WorkflowExecutionStatus.TERMINATED
-        assert ended["status"] == "cancelled", ended
-        assert ended["error"]["detail"]["internal_code"] == "execution_terminated", ended
-        assert not intents and not delivered(demo.out)
+    return await terminal_job(env.demo.http, job.job_id, timeout_s=5)
+
+
+async def assert_terminated(env: Env, pool: asyncpg.Pool, job: JobInput, real: WorkflowHandle[Any, Any]) -> None:
+    """The job's own run was terminated by the forged start, before it ran a step: the job
+    ends as a job whose run was terminated, nothing delivered."""
+    ended = await reconciled(env, pool, job)
+    real_run = env.demo.client.get_workflow_handle(job.job_id, run_id=real.result_run_id)
+    assert (await real_run.describe()).status == WorkflowExecutionStatus.TERMINATED
+    assert ended["status"] == "cancelled", ended
+    assert ended["error"]["detail"]["internal_code"] == "execution_terminated", ended
+    intents = await pool.fetch("SELECT route FROM delivery_intents WHERE job_id = $1", job.job_id)
+    assert not intents
+
+
+@pytest.mark.parametrize("how", ["route"])
+@pytest.mark.parametrize("taken", ["terminate_existing", "deferred"])
+async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
+    env: Env, ledger_pool: asyncpg.Pool, taken: str, how: str
+) -> None:
+    job = await admitted_job(env, ledger_pool)
+    real = await real_run(env, job) if taken == "terminate_existing" else None
+    before = await ledger_rows(ledger_pool, job.job_id)
+
+    outcome = await run_forged(env, forged(job, how))
+
+    assert not delivered(env.out_b), "the forged run delivered to route B"
+    assert await ledger_rows(ledger_pool, job.job_id) == before, "the forged run changed the job's rows"
+    assert_refused(outcome)
+    if real is not None:
+        await assert_terminated(env, ledger_pool, job, real)
     else:
         # The truth: the job never ran; its own run, started by the reconciler, delivers to A.
+        ended = await reconciled(env, ledger_pool, job)
         assert ended["status"] == "succeeded", ended
-        assert [(r["route"], r["status"]) for r in intents] == [(job.targets[0].routes[0].name, "delivered")]
-        assert delivered(demo.out)
+        intents = await ledger_pool.fetch("SELECT route, status FROM delivery_intents WHERE job_id = $1", job.job_id)
+        assert [(r["route"], r["status"]) for r in intents] == [(ROUTE_A, "delivered")]
+        assert delivered(env.out_a)
+    assert not delivered(env.out_b)
+
+
+@pytest.mark.parametrize("how", ["route"])
+async def test_a_forged_run_that_ran_the_jobs_steps_is_no_verdict_and_the_job_runs_again(
+    env: Env, ledger_pool: asyncpg.Pool, how: str
+) -> None:
+    """A two-target job's input with one target edited (``route``: ``demo`` names route B),
+    its start deferred: the forged run runs the other target's steps — the job's own, as its
+    stored input holds them: bound, fetched, delivered to A — and is refused (the edited
+    target's step), so the edited target's cell is left as it was. The reconciler reads the refused run as no
+    verdict though it started the job, and starts the job's own run, which runs that target
+    too: both delivered to A. Before 2026-12-07 the reconciler ended the job for the refused
+    run's failure (``workflow_failed``: the left cell ``internal_error``)."""
+    job = await inserted_job(env, ledger_pool, ["demo", "other"])
+    left = "demo"
+
+    outcome = await run_forged(env, forged(job, how))
+
+    assert_refused(outcome)
+    assert await ended_at(ledger_pool, job.job_id) is None, "the forged run ended the job"
+    cells = await ledger_pool.fetch("SELECT target_id, state FROM cells WHERE job_id = $1", job.job_id)
+    states = {r["target_id"]: r["state"] for r in cells}
+    assert states[left] == "pending" and states[({"demo", "other"} - {left}).pop()] == "submitted", states
+    ended = await reconciled(env, ledger_pool, job)
+    assert ended["status"] == "succeeded", ended
+    intents = await ledger_pool.fetch(
+        "SELECT target_id, route, status FROM delivery_intents WHERE job_id = $1 ORDER BY target_id", job.job_id
+    )
+    assert [(r["target_id"], r["route"], r["status"]) for r in intents] == [
+        ("demo", ROUTE_A, "delivered"),
+        ("other", ROUTE_A, "delivered"),
+    ]
+    assert not delivered(env.out_b)

@@ -35,8 +35,10 @@ input):
    refused it — the earlier run's close is the verdict (:func:`describe_execution`). A
    run that failed because its steps were refused as not the job's (started under the id
    with an input that is not the job's stored input: it carries the job's search
-   attributes, yet wrote nothing; :func:`curaflow.temporal.job_runs.refused_run`, one read
-   of a failed run's close event) is such a run too (2026-12-07).
+   attributes; :func:`curaflow.temporal.job_runs.refused_run`, one read of a failed run's
+   close event) is such a run too (2026-12-07), **whether or not it started the job**: the
+   steps it ran before its ``finish`` was refused were the job's own
+   (:meth:`Execution.no_verdict`), so the job is started again all the same.
    And a job whose start attached to a Task run still open on another task queue than
    curaflow's, holding no job, its workflow task taken by no worker for
    :data:`FOREIGN_QUEUE_WAIT_MS` on a queue no worker polls (:func:`queue_polled`; a

@@ -132,8 +132,9 @@ async def converge_unserved_cancel(
     job ends expired, not cancelled; :func:`curaflow.domain.verdicts.cancel_stopped`).
     A run that closed without ever holding a job (the job's start attached to a Task run
     that refused its own Task:
-    :meth:`~curaflow.ledger.reconciler.executions.Execution.closed_without_job`) is no
-    verdict on the job: nothing ran it, and the cancel ends it ``cancelled``.
+    :meth:`~curaflow.ledger.reconciler.executions.Execution.closed_without_job`), or that
+    was refused as not the job's (``Execution.refused``, whatever steps of the job it ran),
+    is no verdict on the job: the cancel ends it ``cancelled``.
 
     Returns:
         True when this call finished the job.
@@ -145,8 +146,12 @@ async def converge_unserved_cancel(
         return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
     if execution.close_cause is not None and closed is None:
         return False  # an earlier run under this id closed; the job's own run is not started yet
-    if closed is not None and execution.closed_without_job(created_at) and await never_started(pool, job_id):
-        closed = None  # the run never held the job: nothing ran it, and the cancel ends it
+    if (
+        closed is not None
+        and execution.closed_without_job(created_at)
+        and (execution.refused or await never_started(pool, job_id))
+    ):
+        closed = None  # the run never held the job (nothing ran it, or it was refused): the cancel ends it
     if await attempt_live(pool, job_id):
         return False  # an attempt still runs (a send out when the execution closed): it is recorded first
     closed_at = execution.closed_at_ms if closed is not None else None

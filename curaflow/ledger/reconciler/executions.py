@@ -53,12 +53,19 @@ class Execution:
             admitted job, or admitted its Task); False for a closed run that refused its
             own Task or stopped before admitting it — such a run never was the job's,
             whatever start attached to it. Always True for a running one.
+        refused: the run failed refused as not the job's
+            (:func:`curaflow.temporal.job_runs.refused_run`: its input was not the job's
+            stored input; ``held_job`` is False then). Unlike a run that never admitted its
+            Task, it may have run steps of the job first — the job's own steps, as its
+            stored input holds them (``activities.caller``) — so a job it started is no more
+            its verdict than one it did not (:meth:`no_verdict`).
     """
 
     exists: bool
     close_cause: FinishCause | None = None
     closed_at_ms: int | None = None
     held_job: bool = True
+    refused: bool = False
     waiting_for_worker_ms: int = 0
     steps: list[PendingActivity] = field(default_factory=list)
 
@@ -91,6 +98,16 @@ class Execution:
             and self.closed_at_ms >= created_at_ms
             and not self.held_job
         )
+
+    def no_verdict(self, created_at_ms: int, *, started: bool) -> bool:
+        """Whether this execution's close is no verdict on a job created at
+        ``created_at_ms`` (``started``: a step of the job opened): it closed without holding
+        the job (:meth:`closed_without_job`) and either nothing ran the job, or it is a run
+        refused as not the job's (:attr:`refused`), whose steps that ran were the job's own
+        and whose verdict was refused (2026-12-07; before, the job it had started was ended
+        ``internal_error`` for that run's failure). Such a job is to be started again as a
+        job whose start never happened is."""
+        return self.closed_without_job(created_at_ms) and (not started or self.refused)
 
 
 #: The ``task_queue`` word of a source queue (``<task_queue>-source-<account>``).
@@ -188,9 +205,12 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
         # A run refused as not the job's (started under its id with an input that is not
         # the job's: ``activities.caller``) carries the job's search attributes, yet held
         # nothing of it (asked only of a failed run: one history read of its close).
-        held = run_held_a_job(desc) and not (
-            desc.status == WorkflowExecutionStatus.FAILED and await refused_run(client, job_id, desc.run_id)
+        refused = (
+            run_held_a_job(desc)
+            and desc.status == WorkflowExecutionStatus.FAILED
+            and await refused_run(client, job_id, desc.run_id)
         )
+        held = run_held_a_job(desc) and not refused
         if not held:
             # The latest run never held the job. When an earlier run did — the job's own
             # run, terminated by a client's start with another Task (conflict policy
@@ -199,7 +219,7 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
             earlier = await _latest_run_that_held_a_job(client, job_id, now)
             if earlier is not None:
                 return Execution(exists=True, close_cause=earlier[0], closed_at_ms=earlier[1])
-        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=held)
+        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=held, refused=refused)
     task = desc.raw_description.pending_workflow_task
     waiting = 0
     if task.HasField("scheduled_time") and not task.HasField("started_time"):

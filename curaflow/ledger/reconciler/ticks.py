@@ -199,9 +199,10 @@ async def _tick(
                     continue  # an earlier run under this id (a refused submission), not the job's
                 # The latest run decides: a job may have been started again under its id.
                 execution = await describe_execution(client, r["job_id"], now)
-                if r["started_at"] is None and execution.closed_without_job(r["created_at"]):
+                if execution.no_verdict(r["created_at"], started=r["started_at"] is not None):
                     # The job's start attached to a run that then refused its own Task (or
-                    # stopped before admitting it): nothing ran the job. Start it as rule 1
+                    # stopped before admitting it): nothing ran the job; or the run was refused
+                    # as not the job's, whatever steps of the job it ran. Start it as rule 1
                     # does; the start frees the id of a run that held no job.
                     seen.add(r["job_id"])
                     if start is not None and await _start_again(start, r["job_id"]):
@@ -266,7 +267,7 @@ async def _tick(
         close_time: int | None = None
         if client is not None:
             execution = await describe_execution(client, job_id, now)
-            never_held = r["started_at"] is None and execution.closed_without_job(r["created_at"])
+            never_held = execution.no_verdict(r["created_at"], started=r["started_at"] is not None)
             # A run that never held the job is no verdict on it: its budgets decide.
             close_cause = None if never_held else execution.closed_cause_for(r["created_at"])
             close_time = execution.closed_at_ms if close_cause is not None else None
