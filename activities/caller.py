@@ -28,35 +28,49 @@ when the fields it acts on (:class:`~curaflow.ledger.cells.StepClaim`) are that 
 the fields named — before any write; ``finish`` refuses a run one of whose steps was so
 refused (:func:`refused_step`), so the job is left as its real run left it.
 
-Pure rules: :func:`foreign_caller`, :func:`foreign_input`; the activity-side checks:
-:func:`require_own_job`, :func:`claim_of`, :func:`open_own_step`, :func:`require_own_finish`.
+A run's input can differ in fields no step reads but the workflow does — an earlier
+``deadline_at_ms`` (the run stops the job's steps and finishes it ``deadline``), a target
+left out (its cell never stepped, judged open), ``source_task_queues`` (a source step on
+a queue no worker polls fails ``queued_too_long``), the budgets of its steps' options
+(attempts, timeouts) —: its steps are the job's, its verdict would not be. So ``finish``
+ends the job only when the whole input its run holds is the stored one
+(:func:`foreign_run_input`, judged in the job's read: :func:`finish_own_job`) (2026-12-07).
+
+Pure rules: :func:`foreign_caller`, :func:`foreign_input`, :func:`foreign_run_input`; the
+activity-side checks: :func:`require_own_job`, :func:`claim_of`, :func:`open_own_step`,
+:func:`require_own_finish`, :func:`finish_own_job`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import asyncpg
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.cells import CellStage
 from curaflow.domain.execution import FOREIGN_CALLER, JOB_WORKFLOW, PUSH_WORKFLOW
-from curaflow.domain.messages import DeliverInput, FetchInput, JobInput, SearchInput
+from curaflow.domain.messages import Budgets, CallbackPolicy, DeliverInput, FetchInput, JobInput, SearchInput
 from curaflow.domain.verdicts import StepFailure
 from curaflow.jobs.pushes import push_workflow_id
 from curaflow.ledger.cells import StepClaim, StepOpened, start_step
+from curaflow.ledger.finish import RunInputDiffers
 from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.activities")
 
+T = TypeVar("T")
+
 __all__ = [
     "FOREIGN_CALLER",
     "claim_of",
+    "finish_own_job",
     "foreign_caller",
     "foreign_input",
+    "foreign_run_input",
     "legacy_push_workflow_id",
     "open_own_step",
     "refused_step",
@@ -188,6 +202,86 @@ def foreign_input(stored: Any, claim: StepClaim) -> list[str]:
     if claim.delivery_max_attempts is not None and claim.delivery_max_attempts != job.budgets.delivery_max_attempts:
         differs.append("budgets.delivery_max_attempts")
     return differs
+
+
+def foreign_run_input(stored: Any, run_input: JobInput) -> list[str]:
+    """The fields of the input a run holds that are not the job's stored input (empty: the
+    run's input is the job's; ``finish`` ends the job only then).
+
+    Every field is compared: the stored input is the only truth of what the job does, and a
+    field no step reads can still change what the job reports through the workflow, which
+    reads it — ``deadline_at_ms`` (its timer stops the job's steps and finishes it
+    ``deadline``), ``targets`` (a target left out is never stepped and judged open),
+    ``source_task_queues`` (a source step on a queue no worker polls ends
+    ``queued_too_long``), ``budgets`` (its steps' attempts and timeouts),
+    ``max_fallback_stages`` —; the others (``job_type``, ``identity``, ``callback_policy``
+    …) are what the run shows and answers of the job. Every legitimate run holds the
+    stored input itself: it was started with it or admitted its Task to it (docs/DESIGN.md
+    "Who may run a job's activities").
+
+    Args:
+        stored: the job's stored input (``jobs.workflow_input``, the ``jsonb`` value as
+            read), read as a :class:`~curaflow.domain.messages.JobInput` — the defaults of a
+            field it predates filled, as its own run reads it.
+        run_input: the ``JobInput`` the finishing run holds.
+
+    Returns:
+        The differing fields by name, a field of ``budgets`` or ``callback_policy`` by its
+        dotted name (``budgets.queued_timeout_ms``); ``["workflow_input"]`` when the stored
+        input is no ``JobInput`` (nothing can be judged the job's then).
+    """
+    try:
+        job = JobInput.model_validate(stored)
+    except ValidationError:
+        return ["workflow_input"]
+    return _differing(job, run_input)
+
+
+def _differing(stored: BaseModel, run: BaseModel, prefix: str = "") -> list[str]:
+    """The fields of ``run`` that are not ``stored``'s (both of one model), by name; those of
+    a nested :class:`~curaflow.domain.messages.Budgets` / ``CallbackPolicy`` by dotted name."""
+    differs: list[str] = []
+    for name in type(stored).model_fields:
+        ours, theirs = getattr(stored, name), getattr(run, name)
+        if ours == theirs:
+            continue
+        if isinstance(ours, Budgets | CallbackPolicy) and type(theirs) is type(ours):
+            differs.extend(_differing(ours, theirs, f"{prefix}{name}."))
+        else:
+            differs.append(f"{prefix}{name}")
+    return differs
+
+
+async def finish_own_job(
+    job_id: str, run_input: JobInput | None, finish: Callable[[JobInput | None], Awaitable[T]]
+) -> T:
+    """Finish the job only if the input the finishing run holds is the job's.
+
+    ``finish`` is the ledger's finish (:func:`curaflow.ledger.finish.finish_job`) given the
+    run's input to compare (or None: not compared). It compares it with the job's stored
+    input in the job's read (``jsonb`` equality: no statement added); an input that differs
+    there at a glance is judged by :func:`foreign_run_input` on the stored input that read
+    returned — a stored input that predates a field is the run's once its defaults are
+    filled, and that job is then finished with a second call, not compared (only such jobs
+    pay it). ``run_input`` None (a run that names none) is not judged.
+
+    Raises:
+        ApplicationError: ``foreign_caller`` (non-retryable, the differing fields named)
+            when the run's input is not the job's: nothing written.
+    """
+    try:
+        return await finish(run_input)
+    except RunInputDiffers as differs:
+        assert run_input is not None  # compared only when given
+        fields = foreign_run_input(differs.stored_input, run_input)
+        if fields:
+            raise _input_refusal(
+                job_id,
+                fields,
+                f"job {job_id!r} ends only by the run of its input stored at admission; this run's input has "
+                f"another {', '.join(fields)}: not the job's run, nothing written",
+            ) from None
+    return await finish(None)
 
 
 def _input_refusal(job_id: str, fields: list[str], why: str | None = None) -> ApplicationError:

@@ -37,7 +37,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.caller import require_own_finish, require_own_job
+from activities.caller import finish_own_job, require_own_finish, require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import (
@@ -45,11 +45,12 @@ from curaflow.domain.messages import (
     CancelRequest,
     FinishedElsewhere,
     FinishInput,
+    JobInput,
     JobState,
     PausedStep,
 )
 from curaflow.domain.state import job_state
-from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
+from curaflow.ledger.finish import FinishedJob, FinishNotStorable, SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import job_ended
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
@@ -117,7 +118,11 @@ class FinishActivity:
                 execution is not the job's own (:func:`activities.caller.require_own_job`), or
                 when a step of this run was refused as not the job's — its input is not the
                 job's stored input (:func:`activities.caller.require_own_finish`, judged on
-                the input: no statement).
+                the input: no statement) —, or when the input the run holds
+                (``inp.job_input``) is not the job's stored input
+                (:func:`activities.caller.finish_own_job`, judged in the job's read: no
+                statement added) — an earlier deadline, a target left out, other source
+                queues or budgets: the run's facts and cause are no verdict on the job.
             ApplicationError: ``unknown_job`` (non-retryable) when the ledger does not know
                 the job; ledger errors (connection lost …) fail the attempt and Temporal
                 retries it.
@@ -136,15 +141,21 @@ class FinishActivity:
         beat = asyncio.create_task(_heartbeat_every(0.5))
         try:
             async with self.deps.pool.acquire() as conn:
-                finished = await finish_job(
-                    conn,
-                    inp.job_id,
-                    cause=inp.cause,
-                    failures=inp.failures,
-                    verdicts=inp.verdicts,
-                    caps=self.caps,
-                    by_workflow=True,
-                )
+
+                async def finish(run_input: JobInput | None) -> FinishedJob | None:
+                    return await finish_job(
+                        conn,
+                        inp.job_id,
+                        cause=inp.cause,
+                        failures=inp.failures,
+                        verdicts=inp.verdicts,
+                        caps=self.caps,
+                        by_workflow=True,
+                        run_input=run_input,
+                    )
+
+                # Only the run of the job's stored input ends it (judged in the job's read).
+                finished = await finish_own_job(inp.job_id, inp.job_input, finish)
         except SendStillOut as out:
             _awaiting(out)
             raise ApplicationError(

@@ -865,9 +865,12 @@ class JobWorkflow:
                 self._report_only()
         self._phase = Phase.FINISHING
         try:
+            # The run's input goes with the facts: only the run of the job's stored input ends
+            # the job (activities.caller.finish_own_job). A local activity's input is not in
+            # the history (its marker holds the result), so every history replays as before.
             final = await workflow.execute_local_activity_method(
                 FinishActivity.finish,
-                FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
+                FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures, job_input=self._inp),
                 **finish_config(f"finish ({self._cause})"),
             )
         except LOCAL_ACTIVITY_FAILURES as err:

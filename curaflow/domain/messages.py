@@ -420,12 +420,18 @@ class FinishInput(BaseModel):
             terminal keep their state.
         verdicts: target id → reason code, as sent by executions started before the
             facts existed (their workflow decided reasons itself); applied as given.
+        job_input: the ``JobInput`` the finishing run holds (it was started with it, or
+            admitted its Task to it): ``finish`` ends the job only when it is the job's
+            input stored at admission (``activities.caller.foreign_run_input``, 2026-12-07);
+            None — a caller that sends none (an execution replaying ``workflows.job_v1``,
+            a test's direct call) — is not judged.
     """
 
     job_id: str
     cause: FinishCause = FinishCause.COMPLETED
     failures: dict[str, StepFailure] = Field(default_factory=dict)
     verdicts: dict[str, str] = Field(default_factory=dict)
+    job_input: JobInput | None = None
 
 
 class JobState(BaseModel):

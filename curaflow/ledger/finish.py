@@ -22,6 +22,15 @@ truth — ended now, the job said ``delivery_unknown`` and the late 200 then mad
 ``delivered``. The caller finishes again once the answer is recorded or the lease lapses
 (the ``finish`` activity retries, :mod:`activities.finish`); the deadline bounds the wait.
 
+**Whose finish it is** (2026-12-07; the rule is :func:`activities.caller.foreign_run_input`'s):
+the workflow's finish names the ``JobInput`` its run holds (``run_input``); the job's read
+compares it with the job's input stored at admission (``jobs.workflow_input``, ``jsonb``
+equality, in the same statement: none added) and, when they differ at a glance, writes
+nothing and raises :class:`RunInputDiffers` with the stored input, for the caller to judge
+(a stored input that predates a field differs at a glance and is the run's once its
+defaults are filled: the caller finishes again without ``run_input``, only such jobs pay
+the second read).
+
 **Owner of "a value the ledger refuses never keeps a job from ending"** (2026-12-06): a
 finish whose values the ledger refuses (:func:`curaflow.ledger.db.refused_value`: SQLSTATE
 class 22 or 54, or an ``OverflowError`` / ``ValueError`` — ``UnicodeEncodeError`` among
@@ -57,6 +66,7 @@ from curaflow.domain.holds import (
     least_requests,
     spacing_until,
 )
+from curaflow.domain.messages import JobInput
 from curaflow.domain.models import JobRecord, Work
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
@@ -72,7 +82,7 @@ from curaflow.domain.verdicts import (
     waits_for_sends,
 )
 from curaflow.ledger.cells import finish_cell
-from curaflow.ledger.db import DB_NOW_MS, refused_parameter, refused_value
+from curaflow.ledger.db import DB_NOW_MS, jsonable, refused_parameter, refused_value
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import load_job, load_job_with
 from curaflow.observability import metrics
@@ -152,6 +162,32 @@ _SENDS_OUT = f"""(SELECT max(LEAST(d.send_until, COALESCE(j.deadline_at, d.send_
                   WHERE d.job_id = j.job_id AND d.status = 'sending' AND d.send_until > {DB_NOW_MS}) AS send_left_ms"""
 
 
+class RunInputDiffers(Exception):
+    """:func:`finish_job` was given the finishing run's input (``run_input``) and the job's
+    stored input (``jobs.workflow_input``) is not the same ``jsonb`` value: nothing was
+    written (read in the job's statement, before any write; its transaction rolled back).
+    The caller judges whether the run's input is the job's all the same (a stored input that
+    predates a field: :func:`activities.caller.foreign_run_input`) and, if it is, finishes
+    again without ``run_input``.
+
+    Attributes:
+        job_id: the job.
+        stored_input: the job's stored input, as read (a ``jsonb`` value).
+    """
+
+    def __init__(self, job_id: str, stored_input: Any) -> None:
+        super().__init__(f"job {job_id}: the finishing run's input is not the job's stored input at a glance")
+        self.job_id = job_id
+        self.stored_input = stored_input
+
+
+#: The job's stored input when it is not the finishing run's (``$2``, ``jsonb``), read in
+#: the finish's job-row statement; NULL when it is, or when the job stores none (nothing to
+#: judge against, as a step's claim: :func:`curaflow.ledger.cells.claim_matches_sql`).
+_STORED_INPUT = """CASE WHEN j.workflow_input IS NULL OR j.workflow_input = $2::jsonb THEN NULL
+                        ELSE j.workflow_input END AS stored_input"""
+
+
 @dataclass
 class FinishedJob:
     """Result of :func:`finish_job`.
@@ -175,6 +211,7 @@ async def finish_job(
     caps: HoldCaps | None = None,
     closed_at_ms: int | None = None,
     by_workflow: bool = False,
+    run_input: JobInput | None = None,
 ) -> FinishedJob | None:
     """Make ``job_id`` terminal (own transaction).
 
@@ -193,6 +230,8 @@ async def finish_job(
         by_workflow: the workflow's finish (the ``finish`` activity), which waits for a
             send still out (:class:`SendStillOut`); False: the reconciler's (or any other
             caller's), which never does.
+        run_input: the ``JobInput`` the finishing run holds, compared with the job's stored
+            input in the job's read (:class:`RunInputDiffers`); None: not compared.
 
     Returns:
         The finished job, or None when the job is unknown.
@@ -202,6 +241,8 @@ async def finish_job(
     ``finish.degraded`` and counted. A normal finish costs nothing more (no statement).
 
     Raises:
+        RunInputDiffers: ``run_input`` is not the job's stored input at a glance: nothing
+            written.
         SendStillOut: the workflow's ``cause`` waits for sends
             (:func:`~curaflow.domain.verdicts.waits_for_sends`) and an intent of the open
             job is ``sending`` from a live attempt, before the job's deadline: nothing
@@ -212,7 +253,7 @@ async def finish_job(
     """
     cause = FinishCause(cause)
     at = _At()
-    args = (failures or {}, verdicts or {}, caps or HoldCaps(), closed_at_ms, by_workflow)
+    args = (failures or {}, verdicts or {}, caps or HoldCaps(), closed_at_ms, by_workflow, run_input)
     try:
         return await _finish(conn, job_id, cause, *args, at=at, degraded=False)
     except Exception as err:
@@ -261,6 +302,7 @@ async def _finish(
     caps: HoldCaps,
     closed_at_ms: int | None,
     by_workflow: bool,
+    run_input: JobInput | None,
     *,
     at: _At,
     degraded: bool,
@@ -273,10 +315,15 @@ async def _finish(
         # times are the database's clock"): its start is, so the outcome's duration is the
         # job's own whatever the finishing host's clock says.
         extra = f"{DB_NOW_MS} AS db_now" + (f", {_SENDS_OUT}" if waits else "")
-        loaded = await load_job_with(conn, job_id, extra, for_update=True)
+        judged = () if run_input is None else (jsonable(run_input),)
+        if judged:  # whose finish it is, judged in the same read (the module's doc)
+            extra += f", {_STORED_INPUT}"
+        loaded = await load_job_with(conn, job_id, extra, *judged, for_update=True)
         if loaded is None:
             return None
         record, row = loaded
+        if judged and row["stored_input"] is not None:
+            raise RunInputDiffers(job_id, row["stored_input"])
         send_left_ms = row["send_left_ms"] if waits else None
         if send_left_ms is not None and send_left_ms > 0 and record.completed_at is None:
             raise SendStillOut(job_id, int(send_left_ms))

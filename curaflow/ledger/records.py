@@ -185,13 +185,14 @@ async def load_job(conn: asyncpg.Connection, job_id: str, *, for_update: bool = 
 
 
 async def load_job_with(
-    conn: asyncpg.Connection, job_id: str, extra: str = "", *, for_update: bool = False
+    conn: asyncpg.Connection, job_id: str, extra: str = "", *args: Any, for_update: bool = False
 ) -> tuple[JobRecord, asyncpg.Record] | None:
     """:func:`load_job`, with ``extra`` read in the job row's statement (no statement added).
 
     Args:
         extra: SQL select-list items over the job's row (aliased ``j``), each named with
             ``AS`` (e.g. a scalar subquery); empty: none.
+        args: the parameters ``extra`` names, from ``$2`` on (``$1`` is ``job_id``).
         for_update: as in :func:`load_job`.
 
     Returns:
@@ -199,7 +200,7 @@ async def load_job_with(
     """
     lock = " FOR UPDATE" if for_update else ""
     columns = f"{JOB_COLUMNS}, {QUERIES_COLUMN}, {extra}" if extra else f"{JOB_COLUMNS}, {QUERIES_COLUMN}"
-    row = await conn.fetchrow(f"SELECT {columns} FROM jobs j WHERE j.job_id = $1{lock}", job_id)
+    row = await conn.fetchrow(f"SELECT {columns} FROM jobs j WHERE j.job_id = $1{lock}", job_id, *args)
     if row is None:
         return None
     cells, heartbeat_at, lease_until = await _load_cells(conn, job_id)

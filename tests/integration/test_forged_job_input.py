@@ -2,14 +2,27 @@
 
 A Temporal client (or an operator using the UI's "start workflow like this one" and editing
 the input) can start ``JobWorkflow`` under an admitted job's id with the job's stored input
-edited — here the target ``demo``'s routes name route B, another configured route, where
-the job was admitted with route A. That run is ``JobWorkflow`` under the job id, so its
-caller passes (``activities.caller``); before, its steps trusted every field of its input:
-the work was delivered to B and the ledger said ``route=B delivered``. The job's input
-stored at admission (``jobs.workflow_input``) is the only truth of what the job does: each
-step whose input asks for something that input does not hold is refused before any write
-(``foreign_caller``), the forged run's ``finish`` is refused the same way, and the job is
-left as its real run left it.
+edited. That run is ``JobWorkflow`` under the job id, so its caller passes
+(``activities.caller``). The job's input stored at admission (``jobs.workflow_input``) is the
+only truth of what the job does; each edit (``forged``):
+
+* ``route``: the target ``demo``'s routes name route B, another configured route, where the
+  job was admitted with route A. Before 2026-12-07 its steps trusted every field of the
+  input: the work was delivered to B and the ledger said ``route=B delivered``. Now each
+  step whose input asks for something the stored input does not hold is refused before any
+  write (``foreign_caller``);
+* ``deadline``: an earlier ``deadline_at_ms`` (one already behind: the job's creation).
+  No step reads it, the workflow does: the forged run stopped at once and its ``finish``
+  ended the job ``expired`` (``execution_timeout``) before 2026-12-07;
+* ``targets``: the target left out of the input (none left): its cell was never stepped and
+  the forged run's ``finish`` judged it open — ``failed`` / ``internal_error``;
+* ``source_task_queues`` (:func:`test_a_forged_source_queue_ends_nothing`): the account's
+  source step scheduled on a queue no worker polls; it waited there its queued budget and
+  the forged run's ``finish`` ended the job ``queued_too_long``, blaming curaflow.
+
+The forged run's ``finish`` compares the whole input the run holds with the stored one and
+is refused the same way (``foreign_caller``, nothing written); the job is left as its real
+run left it.
 
 Two ways the forged run takes the id, on a real worker (the dev server, PostgreSQL, the
 Pixiv replay, two directory routes):
@@ -24,7 +37,7 @@ Pixiv replay, two directory routes):
   never held the job, so the reconciler starts the job's own run with the admitted input,
   which delivers to route A — also when the forged run ran steps of the job first
   (:func:`test_a_forged_run_that_ran_the_jobs_steps_is_no_verdict_and_the_job_runs_again`:
-  the steps it ran were the job's own; a step of it refused).
+  the steps it ran were the job's own; a step of it, or its ``finish``, refused).
 
 The reconciler of the stack's processes does not tick here (a long interval): the test
 ticks it once the forged run closed, so the ledger rows the forged run left are read
@@ -34,6 +47,7 @@ before anything else writes.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -56,7 +70,7 @@ from curaflow.ledger.reconciler import tick
 from curaflow.temporal.connection import start_job_workflow
 from tests.integration.test_foreign_caller import ledger_rows, task
 from tests.jobs_support import spec_for
-from tests.support import DemoStack, demo_stack, short_id, terminal_job
+from tests.support import DemoStack, demo_stack, recorded_history, short_id, temporal_workflow, terminal_job
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +78,9 @@ pytestmark = pytest.mark.integration
 ROUTE_A = "route-a"
 #: The route the forged input names instead of the job's.
 ROUTE_B = "route-b"
+#: The histories of forged runs kept for replay (``CURAFLOW_RECORD_HISTORIES=1``): the edit
+#: → the file's name (``tests/histories``; recorded before the refusal too, ``…_before_refusal_…``).
+RECORDED = {"deadline": "job_forged_deadline_core_v3", "targets": "job_forged_target_left_out_core_v3"}
 
 
 @dataclass
@@ -103,6 +120,10 @@ def forged(job: JobInput, how: str) -> JobInput:
         target = job.targets[0]
         other = target.model_copy(update={"routes": [RouteRef(name=ROUTE_B, kind="directory")]})
         return job.model_copy(update={"targets": [other, *job.targets[1:]]})
+    if how == "deadline":
+        return job.model_copy(update={"deadline_at_ms": job.created_at_ms})
+    if how == "targets":
+        return job.model_copy(update={"targets": job.targets[:-1]})
     raise AssertionError(how)
 
 
@@ -140,6 +161,15 @@ async def inserted_job(env: Env, pool: asyncpg.Pool, targets: list[str], **budge
         await insert_job(conn, NewJob(job_input=job))
         await mark_workflow_started(conn, job.job_id)
     return job
+
+
+def record_history(env: Env, workflow_id: str, name: str) -> None:
+    """Write the id's latest run's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+    if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
+        return
+    done = temporal_workflow(env.demo.address, "show", "-w", workflow_id, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(recorded_history(done.stdout))
 
 
 async def real_run(env: Env, job: JobInput) -> WorkflowHandle[Any, Any]:
@@ -202,7 +232,7 @@ async def assert_terminated(env: Env, pool: asyncpg.Pool, job: JobInput, real: W
     assert not intents
 
 
-@pytest.mark.parametrize("how", ["route"])
+@pytest.mark.parametrize("how", ["route", "deadline", "targets"])
 @pytest.mark.parametrize("taken", ["terminate_existing", "deferred"])
 async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
     env: Env, ledger_pool: asyncpg.Pool, taken: str, how: str
@@ -212,6 +242,8 @@ async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
     before = await ledger_rows(ledger_pool, job.job_id)
 
     outcome = await run_forged(env, forged(job, how))
+    if taken == "deferred" and how in RECORDED:
+        record_history(env, job.job_id, RECORDED[how])
 
     assert not delivered(env.out_b), "the forged run delivered to route B"
     assert await ledger_rows(ledger_pool, job.job_id) == before, "the forged run changed the job's rows"
@@ -228,19 +260,36 @@ async def test_a_forged_job_input_under_the_jobs_id_gets_nothing_done(
     assert not delivered(env.out_b)
 
 
-@pytest.mark.parametrize("how", ["route"])
+async def test_a_forged_source_queue_ends_nothing(env: Env, ledger_pool: asyncpg.Pool) -> None:
+    """The account's source step scheduled on a queue no worker polls waits there its queued
+    budget (3 s here) and fails ``SCHEDULE_TO_START``: the forged run's ``finish`` is refused."""
+    job = await inserted_job(env, ledger_pool, ["demo"], queued_timeout_ms=3_000)
+    account = job.targets[0].account
+    real = await real_run(env, job)
+    before = await ledger_rows(ledger_pool, job.job_id)
+    nowhere = {**job.source_task_queues, account: f"{env.demo.stack.task_queue}-nobody-polls-{short_id()}"}
+
+    outcome = await run_forged(env, job.model_copy(update={"source_task_queues": nowhere}))
+
+    assert await ledger_rows(ledger_pool, job.job_id) == before, "the forged run changed the job's rows"
+    assert_refused(outcome)
+    await assert_terminated(env, ledger_pool, job, real)
+
+
+@pytest.mark.parametrize("how", ["route", "targets"])
 async def test_a_forged_run_that_ran_the_jobs_steps_is_no_verdict_and_the_job_runs_again(
     env: Env, ledger_pool: asyncpg.Pool, how: str
 ) -> None:
-    """A two-target job's input with one target edited (``route``: ``demo`` names route B),
-    its start deferred: the forged run runs the other target's steps — the job's own, as its
-    stored input holds them: bound, fetched, delivered to A — and is refused (the edited
-    target's step), so the edited target's cell is left as it was. The reconciler reads the refused run as no
+    """A two-target job's input with one target edited (``route``: ``demo`` names route B)
+    or left out (``targets``: ``other``), its start deferred: the forged run runs the other
+    target's steps — the job's own, as its stored input holds them: bound, fetched,
+    delivered to A — and is refused (the edited target's step, or its ``finish``), so the
+    edited target's cell is left as it was. The reconciler reads the refused run as no
     verdict though it started the job, and starts the job's own run, which runs that target
     too: both delivered to A. Before 2026-12-07 the reconciler ended the job for the refused
     run's failure (``workflow_failed``: the left cell ``internal_error``)."""
     job = await inserted_job(env, ledger_pool, ["demo", "other"])
-    left = "demo"
+    left = "demo" if how == "route" else "other"
 
     outcome = await run_forged(env, forged(job, how))
 

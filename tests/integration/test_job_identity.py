@@ -779,7 +779,9 @@ async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_repor
     stops at its deadline before its first step — the step that tells a run added under an
     ended job's id that it only reports the job. Here a start with the job's input, its
     deadline set back as the clock would have moved it (the dev server's clock cannot be
-    moved). It must only report the job: no ``JobStatus``, the ledger as it was."""
+    moved) — in the stored input too: a run's input is the job's only when it is the stored
+    one (``activities.caller.foreign_run_input``, 2026-12-07), as a reset's is. It must only
+    report the job: no ``JobStatus``, the ledger as it was."""
     body = task(f"late-{short_id()}", query={"tags": NOTHING}) if end == "failed" else task(f"late-{short_id()}")
     answer = await env.http.post("/jobs", json=body)
     assert answer.status_code == 202, answer.text
@@ -792,6 +794,12 @@ async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_repor
     events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     late = await job_input_of(env, job_id, own)
     late["deadline_at_ms"] = now_ms() - 1_000
+    await pool.execute(
+        "UPDATE jobs SET workflow_input = jsonb_set(workflow_input, '{deadline_at_ms}', to_jsonb($2::bigint)) "
+        "WHERE job_id = $1",
+        job_id,
+        late["deadline_at_ms"],
+    )
 
     await env.client.start_workflow("JobWorkflow", late, id=job_id, task_queue=env.stack.task_queue)
 

@@ -40,8 +40,8 @@ pytestmark = pytest.mark.integration
 #: ``artifact_ready`` — the binding and the move each write the job's stage in their own
 #: statement, a job of one cell), deliver (the step with the claim; the receipt — the job's
 #: lock and the intent in one call of ``curaflow_record_delivered`` — that ends the
-#: cell), finish (the job read; its end and ``job.succeeded`` in one call of
-#: ``curaflow_finish_job``).
+#: cell), finish (the job read — with the comparison of the run's input with the stored
+#: one, 2026-12-07 —; its end and ``job.succeeded`` in one call of ``curaflow_finish_job``).
 ADMISSION = 1
 ACQUIRE_BEFORE_PAGES = 12
 DELIVER = 9
@@ -92,7 +92,9 @@ async def one_job(stack: Stack, deps: ActivityDeps, step: list[str]) -> int:
     )
     assert delivered.cell.state == CellState.SUBMITTED
     step[0] = "finish"
-    final = await run_as_job(FinishActivity(deps).finish, FinishInput(job_id=job_id))
+    # As the workflow sends it: the run's input, compared with the stored one in the job's read.
+    finish = FinishInput(job_id=job_id, job_input=admitted.job_input)
+    final = await run_as_job(FinishActivity(deps).finish, finish)
     assert final.status == "succeeded"
     step[0] = "check"
     pages = await deps.pool.fetchval(

@@ -8,8 +8,10 @@ The integration side (a real worker, foreign workflows and standalone activities
 ``tests/integration/test_foreign_caller.py``.
 
 The job's own execution runs only the job's steps (:func:`activities.caller.foreign_input`):
-what a step acts on must be what the job's input stored at admission holds. The
-integration side: ``tests/integration/test_forged_job_input.py``.
+what a step acts on must be what the job's input stored at admission holds; and only the
+run of that input ends the job (:func:`activities.caller.foreign_run_input`,
+:func:`activities.caller.finish_own_job`). The integration side:
+``tests/integration/test_forged_job_input.py``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from temporalio.testing import ActivityEnvironment
 from activities.caller import (
     FOREIGN_CALLER,
     claim_of,
+    finish_own_job,
     foreign_caller,
     foreign_input,
+    foreign_run_input,
     legacy_push_workflow_id,
     refused_step,
     require_own_finish,
@@ -45,6 +49,7 @@ from curaflow.domain.messages import (
 from curaflow.domain.verdicts import FailureKind, StepFailure
 from curaflow.jobs.pushes import push_workflow_id
 from curaflow.ledger.cells import StepClaim
+from curaflow.ledger.finish import RunInputDiffers
 from curaflow.temporal.job_runs import refused_as_not_the_jobs
 from tests.support import job_env
 
@@ -222,3 +227,84 @@ def test_a_run_failed_by_a_refusal_is_told_by_its_failures_causes() -> None:
     assert refused_as_not_the_jobs(refusal) and refused_as_not_the_jobs(wrapped)
     assert not refused_as_not_the_jobs(other) and not refused_as_not_the_jobs(Failure())
     assert not refused_as_not_the_jobs(None)
+
+
+# ---- only the run of the job's stored input ends the job (2026-12-07) ---------------------
+
+
+def test_the_run_of_the_stored_input_is_the_jobs_run() -> None:
+    job = _admitted()
+    assert foreign_run_input(_stored(job), job) == []
+    assert foreign_run_input(_stored(job), JobInput.model_validate(_stored(job))) == []
+
+
+def test_a_stored_input_older_than_a_field_is_the_runs_once_its_defaults_are_filled() -> None:
+    job = _admitted()
+    stored = _stored(job)
+    stored["targets"][0].pop("scan_limit")  # type: ignore[index]
+    stored["budgets"].pop("source_heartbeat_timeout_ms")  # type: ignore[attr-defined]
+    stored.pop("callback_policy")
+    stored.pop("identity")
+    assert foreign_run_input(stored, job) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "fields"),
+    [
+        ({"deadline_at_ms": 1}, ["deadline_at_ms"]),  # an earlier deadline: the workflow's timer
+        ({"targets": []}, ["targets"]),  # a target left out: never stepped, judged open
+        ({"source_task_queues": {"default": "nowhere"}}, ["source_task_queues"]),
+        ({"max_fallback_stages": 3}, ["max_fallback_stages"]),
+        ({"job_type": "other"}, ["job_type"]),
+        ({"callback": True}, ["callback"]),
+    ],
+)
+def test_a_run_whose_input_differs_anywhere_is_not_the_jobs_run(edit: dict[str, object], fields: list[str]) -> None:
+    job = _admitted()
+    assert foreign_run_input(_stored(job), job.model_copy(update=edit)) == fields
+
+
+def test_a_run_with_other_budgets_names_each_of_them() -> None:
+    job = _admitted()
+    budgets = job.budgets.model_copy(update={"queued_timeout_ms": 3_000, "source_max_attempts": 1})
+    assert foreign_run_input(_stored(job), job.model_copy(update={"budgets": budgets})) == [
+        "budgets.queued_timeout_ms",
+        "budgets.source_max_attempts",
+    ]
+    assert foreign_run_input({"not": "an input"}, job) == ["workflow_input"]
+
+
+def test_finish_is_refused_for_a_run_of_another_input_and_done_again_for_an_older_stored_one() -> None:
+    job = _admitted()
+    older = _stored(job)
+    older.pop("callback_policy")
+    calls: list[JobInput | None] = []
+
+    def ledger(stored: dict[str, object]) -> object:
+        async def finish(run_input: JobInput | None) -> str:
+            calls.append(run_input)
+            if run_input is not None and stored != _stored(run_input):  # the read's jsonb equality
+                raise RunInputDiffers(JOB, stored)
+            return "finished"
+
+        return finish
+
+    async def finished(stored: dict[str, object], run_input: JobInput | None) -> str:
+        return await finish_own_job(JOB, run_input, ledger(stored))  # type: ignore[arg-type]
+
+    assert asyncio.run(job_env(JOB).run(finished, _stored(job), job)) == "finished"
+    assert calls == [job]  # the same input: one read
+    calls.clear()
+    assert asyncio.run(job_env(JOB).run(finished, older, job)) == "finished"
+    assert calls == [job, None]  # judged with its defaults, then finished without the comparison
+    calls.clear()
+    assert asyncio.run(job_env(JOB).run(finished, older, None)) == "finished"
+    assert calls == [None]  # a run that names no input is not judged
+    calls.clear()
+    earlier = job.model_copy(update={"deadline_at_ms": 1})
+    with pytest.raises(ApplicationError) as refused:
+        asyncio.run(job_env(JOB).run(finished, older, earlier))
+    assert calls == [earlier]  # nothing finished
+    assert refused.value.type == FOREIGN_CALLER and refused.value.non_retryable
+    assert refused.value.details[0]["fields"] == ["deadline_at_ms"]
+    assert "deadline_at_ms" in str(refused.value)

@@ -335,6 +335,35 @@ def test_histories_of_failed_jobs_failing_their_execution_are_kept(name: str, ki
     assert json.loads(base64.b64decode(detail))["status"] == kind.removeprefix("job_")
 
 
+@pytest.mark.parametrize(("name", "ended"), [("deadline", "job_expired"), ("target_left_out", "job_failed")])
+def test_histories_of_a_forged_job_input_run_before_and_after_its_finish_is_refused_are_kept(
+    name: str, ended: str
+) -> None:
+    """A ``JobInput`` run started under an admitted job's id with an earlier deadline (one
+    behind it) or with its target left out: recorded before 2026-12-07 its ``finish`` ended
+    the job (``expired``, ``failed``) and the execution failed so; after it, ``finish`` is
+    refused (``foreign_caller``: the run's input is not the job's stored input) and the
+    execution fails with the refusal. The workflow sends its input with ``finish``'s facts —
+    a local activity's input, which its marker does not hold — so both replay on today's
+    code (the parametrized test), with the same commands."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = json.loads(by_name[f"job_forged_{name}_before_refusal_core_v3"].read_text())["events"]
+    after = json.loads(by_name[f"job_forged_{name}_core_v3"].read_text())["events"]
+
+    def failure_type(events: list[dict[str, object]]) -> object:
+        failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]  # type: ignore[index]
+        return failure["applicationFailureInfo"]["type"]  # type: ignore[index]
+
+    assert (failure_type(before), failure_type(after)) == (ended, "foreign_caller")
+
+    def markers(events: list[dict[str, object]]) -> list[object]:
+        return [
+            e["markerRecordedEventAttributes"]["markerName"] for e in events if "markerRecordedEventAttributes" in e
+        ]  # type: ignore[index]
+
+    assert markers(before) == markers(after)  # the same local activities, finish's last
+
+
 def test_histories_of_a_two_target_cancel_before_and_after_the_cancel_rule_are_kept() -> None:
     """The same two-target job cancelled once one cell delivered and while the other's send
     was out: recorded before the rule (finish said ``succeeded``: the execution completed)
