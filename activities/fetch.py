@@ -29,7 +29,15 @@ after the job's deadline — the work is *held back* for the source's
 this one first again, for ever. A hold is no verdict: it ends, and the work is asked again.
 
 A full artifact disk (``ENOSPC``, ``EDQUOT``) ends the cell at once with its own reason,
-``storage_full`` (curaflow's, not retried: no retry within the job frees the disk).
+``storage_full`` (curaflow's, not retried: no retry within the job frees the disk). A cell's
+folder that leads out of the artifacts directory through a symbolic link (an operator moved
+the job's folder to another disk and linked it back: :class:`~curaflow.paths.LinkEscape`)
+ends it at once ``storage_moved`` (the operator's, naming the folder: curaflow writes
+nothing outside its root), never ``internal_error``. A work released as unavailable has its
+folder removed as retention removes one (:func:`~curaflow.ledger.holdings.remove_folders`:
+nothing outside the root followed); a folder that stays is left and said
+(``artifact.release_folder_refused``) and the store's retention pass tries it again and says
+it — the release goes on.
 Any other refusal of the machine while a page or an animation is written or checked (an
 I/O error, too many open files: :func:`~curaflow.sources.decoding.machine_error`) is
 raised as it came and retried — curaflow's, never the work's nor the source's.
@@ -45,6 +53,7 @@ Runs on the source instance's task queue: image downloads pass its rate gate.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 
 from temporalio import activity
@@ -72,10 +81,10 @@ from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import held_pages, store_artifact
 from curaflow.ledger.db import LEDGER_ERRORS
-from curaflow.ledger.holdings import hold
+from curaflow.ledger.holdings import hold, remove_folders
 from curaflow.observability.metrics import ATTEMPTS_SPENT_KIND, record_unrecognised_answer
 from curaflow.outbound import attempt_deadline, time_left
-from curaflow.paths import PathEscape
+from curaflow.paths import LinkEscape, PathEscape
 from curaflow.sources.base import SourcePolicy
 from curaflow.sources.corroboration import corroborated, cut_by_deadline
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -175,6 +184,37 @@ async def holds_back(deps: ActivityDeps, inp: FetchInput, work: Work, err: Sourc
         record_unrecognised_answer(target.account, ATTEMPTS_SPENT_KIND)
 
 
+def storage_moved_message(err: LinkEscape) -> str:
+    """The attempt's message for a cell's folder leading out of the artifacts directory
+    (``storage_moved``): the path and what to do."""
+    return (
+        f"artifact store: {err}: the job's folder was moved out of the artifacts directory and linked back; "
+        "curaflow writes nothing outside it — move the folder back (or remove the link), then run the job again"
+    )
+
+
+async def release_folder(deps: ActivityDeps, inp: FetchInput) -> None:
+    """Remove the cell's folder of a work released as unavailable (the next candidate's
+    pages go into a folder of their own making), as retention removes one
+    (:func:`~curaflow.ledger.holdings.remove_folders`: a link inside the root unlinked,
+    nothing outside the root followed), in a thread.
+
+    Never fails the release: a folder that stays — a file the disk refuses, a job's folder
+    an operator moved out of the root behind a symbolic link — is left and said
+    (``artifact.release_folder_refused``); its holding stays recorded, so this store's
+    retention pass tries it again and says it (``PruneReport.errors``,
+    ``retention.folders_refused``). The next candidate's fetch meets a folder leading out
+    as ``storage_moved``. Until 2026-12-07 ``ArtifactStore.delete`` (removed) raised ``LinkEscape``
+    here: the attempt failed untyped, the work neither remembered nor released.
+    """
+    target_id = inp.target.target_id
+    refused = await asyncio.to_thread(remove_folders, deps.store, [(inp.job_id, target_id)])
+    for why in refused.values():
+        activity.logger.warning(
+            "artifact.release_folder_refused", extra={"job_id": inp.job_id, "target_id": target_id, "error": why}
+        )
+
+
 class FetchActivity:
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``fetch`` activity."""
 
@@ -194,6 +234,8 @@ class FetchActivity:
                 execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: ``download_failed`` / ``download_timeout`` /
                 ``rate_limited`` (retryable), ``internal_error`` when the cell is missing,
+                ``storage_full`` / ``storage_moved`` (non-retryable) for the artifact
+                store's disk full or its folder leading out of it through a link,
                 ``configuration_mismatch`` (retryable, before the step opens) when this
                 worker does not know the target's account (:func:`~activities.errors.source_of`).
         """
@@ -293,7 +335,7 @@ class FetchActivity:
                             activity.logger.warning(
                                 "source.answer_unrecognised: the work is held back briefly, moving on", extra=facts
                             )
-                        deps.store.delete(inp.job_id, target.target_id)
+                        await release_folder(deps, inp)
                         ended: CellUpdate | None = None
                         async with deps.pool.acquire() as conn, conn.transaction():
                             written = await memory.remember_unavailable(
@@ -333,6 +375,8 @@ class FetchActivity:
                     except SourceError as err:
                         await holds_back(deps, inp, work, err, policy)
                         raise source_failure(err, info.attempt, policy=policy) from err
+                    except LinkEscape as err:  # the store's disk leads out: whoever moved the folder
+                        raise permanent(TerminalReason.STORAGE_MOVED, storage_moved_message(err)) from err
                     except PathEscape as err:  # ids are validated at the source: a bug, never retried
                         raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
                     except OSError as err:

@@ -518,25 +518,20 @@ class ArtifactStore:
         finally:
             await asyncio.to_thread(tmp.unlink, True)
 
-    def delete(self, job_id: str, target_id: str) -> None:
-        """Remove one cell's artifact folder, and its job's folder once empty, ignoring
-        what the disk refuses (the fetch releasing a work it will not deliver). Blocking.
-        A cleanup that must say a folder that stays uses :meth:`remove` (retention, a
-        ``cache`` delivery: :func:`curaflow.ledger.holdings.remove_folders`)."""
-        folder = self.folder(job_id, target_id)
-        shutil.rmtree(folder, ignore_errors=True)
-        with contextlib.suppress(OSError):  # not empty (another target's folder), or gone
-            folder.parent.rmdir()
-
     def remove(self, job_id: str, target_id: str) -> None:
-        """Remove one cell's artifact folder for good, and its job's folder once empty
-        (retention: :func:`curaflow.ledger.holdings.release`), or say why not. Blocking.
+        """Remove one cell's artifact folder for good, and its job's folder once empty, or
+        say why not: the one removal of a cell's folder — retention
+        (:func:`curaflow.ledger.holdings.release`), a ``cache`` delivery, the fetch releasing
+        a work it will not deliver (each through :func:`curaflow.ledger.holdings.remove_folders`).
+        Blocking.
 
-        Unlike :meth:`delete`, a folder that stays is an error, never a silent success: the
-        ledger forgets a folder only once it is gone (a file it cannot remove, a read-only
-        disk). A cell's folder that is a symbolic link inside the root is unlinked, never
-        followed; one that leads out of the root is left as it is (an operator moved it
-        there: nothing outside the root is touched). A folder already gone is no error.
+        A folder that stays is an error, never a silent success: the ledger forgets a folder
+        only once it is gone (a file it cannot remove, a read-only disk). A cell's folder
+        that is a symbolic link inside the root is unlinked, never followed; one that leads
+        out of the root is left as it is (an operator moved it there: nothing outside the
+        root is touched). A folder already gone is no error. Until 2026-12-07 the fetch's
+        release used ``delete``, which ignored what the disk refused and raised
+        ``LinkEscape`` for a folder leading out of the root.
 
         Raises:
             OSError: the folder, or something in it, could not be removed.

@@ -71,7 +71,17 @@ curaflow additions for delivery routes that are not TelePost:
   or shaped like one but lying (the ``deliver`` after it finds the ledger holds no fetched work
   for a job still open; a job that already ended is no one's hand).
   Owner ``operator``, protocol ``internal_error``; retryable. Until 2026-12-06
-  ``internal_error``, "read the worker's log", owner ``curaflow``.
+  ``internal_error``, "read the worker's log", owner ``curaflow``;
+* ``storage_moved``: the cell's folder in the artifact store — the job's, the target's, a
+  page's file — leads out of the artifacts directory through a symbolic link (an operator
+  moved it to another disk and linked it back): curaflow writes nothing outside its
+  root and follows no link out of it (:class:`curaflow.paths.LinkEscape`, the disk's
+  state, never the work's). Owner ``operator``, protocol ``internal_error``; not
+  retryable (the fetches of an account run on the one worker that owns its queue, with
+  the one store: no retry within the job moves the folder back), as ``storage_full``.
+  Until 2026-12-07 a fetch into such a folder ended ``internal_error`` ("ids are
+  validated at the source: a bug"), and a release of an unavailable work in one failed
+  its attempt untyped.
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
 happened and what to do. ``retryable`` is the truth about the reason (can a
@@ -127,6 +137,7 @@ class TerminalReason(StrEnum):
     DELIVERY_PARTIAL = "delivery_partial"
     OVER_ROUTE_LIMIT = "over_route_limit"
     STORAGE_FULL = "storage_full"
+    STORAGE_MOVED = "storage_moved"
 
 
 class Owner(StrEnum):
@@ -142,7 +153,8 @@ class Owner(StrEnum):
     * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
     * ``operator``: an operator's action in Temporal that failed a step (its options
       changed so that Temporal timed it out or retried it no more: ``step_options_changed``; paused until the
-      job's deadline: ``step_paused``); a deliberate stop
+      job's deadline: ``step_paused``), or on curaflow's artifact store (a folder moved out
+      of it behind a symbolic link: ``storage_moved``); a deliberate stop
       of the job (a terminate, a delete) is no failure and has no owner.
     """
 
@@ -492,6 +504,15 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "The disk of curaflow's artifact store is full, so the work could not be saved; free space on it (or "
         "move the artifacts to a larger disk), then run the job again.",
         owner=Owner.CURAFLOW,
+    ),
+    R.STORAGE_MOVED: ReasonInfo(
+        Origin.DOWNLOAD,
+        False,
+        "internal_error",
+        "该任务的文件夹被移出作品存储并以链接链回，curaflow 不写入作品目录之外，作品未能保存；请移回后重新运行任务。",
+        "The job's folder was moved out of curaflow's artifact store and linked back, and curaflow writes "
+        "nothing outside it, so the work was not saved; move it back, then run the job again.",
+        owner=Owner.OPERATOR,
     ),
 }
 

@@ -39,7 +39,7 @@ def test_deleting_one_jobs_cell_keeps_the_others_files(tmp_path: Path) -> None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_bytes(b"png")
         store.folder(first, "demo").mkdir(parents=True, exist_ok=True)
-        store.delete(first, "demo")  # the retention of the first job, or its cache delivery
+        store.remove(first, "demo")  # the retention of the first job, its cache delivery, a release
         assert kept.read_bytes() == b"png", (first, second)
 
 
