@@ -5,7 +5,8 @@ than N days ago (``jobs.completed_at``; an open job is never touched, whatever i
 
 * **pruned**: its lifecycle events (``job_events``) but the terminal one and those whose
   push is still pending, and their settled push rows (``event_pushes``, the terminal
-  event's too), its cells' candidate reports
+  event's too) — a push still pending is kept (marked ``kept_at``) until it is settled,
+  then goes with its event at the next pass (:func:`forget_settled`) —, its cells' candidate reports
   (but what the Result reads of them: ``fetched``, ``filtered``), scan candidates and search
   checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
   files on every host that holds them (below), the ledger's copy an attempt that outlived
@@ -83,7 +84,8 @@ class PruneReport:
         jobs: finished jobs whose records were pruned.
         events / pushes: event rows and push rows deleted (a job's terminal event is
             kept: :data:`KEPT_EVENT_TYPES`; so is an event whose push is still pending,
-            with its push: the consumer is still owed it).
+            with its push: the consumer is still owed it), including those an earlier
+            prune kept pending and that were settled since (:func:`forget_settled`).
         candidate_reports: cells whose candidate report was cut to what the job's
             Result reads (``fetched``, ``filtered``).
         artifacts: cells whose artifact metadata was removed.
@@ -130,6 +132,76 @@ _ELIGIBLE = "completed_at IS NOT NULL AND completed_at < $1 AND pruned_at IS NUL
 #: the events a prune may delete.
 _NOT_OWED = """NOT EXISTS (SELECT 1 FROM event_pushes p
                                WHERE p.job_id = e.job_id AND p.seq = e.seq AND p.status = $3)"""
+#: Pushes a prune kept pending (``kept_at``, migration 0057: the partial index
+#: ``event_pushes_kept``) that are settled now (``$1``: ``pending``).
+_KEPT_SETTLED = "kept_at IS NOT NULL AND status <> $1"
+
+
+async def forget_settled(pool: asyncpg.Pool, *, batch: int = 500, dry_run: bool = False) -> tuple[int, int]:
+    """Delete the pushes a prune kept because they were still owed, once settled (sent,
+    or dead-lettered), with their events but the terminal one (:data:`KEPT_EVENT_TYPES`):
+    what the prune would have deleted had they been settled then. Run by every retention
+    pass (:func:`prune`, :func:`release_tick`), so whoever pruned, each is gone by the pass
+    after its settlement. A push still pending stays, and so does its event.
+
+    Bounded: the kept pushes are found through their partial index (``event_pushes_kept``),
+    in proportion to what prunes kept, never by reading every push; batches of ``batch``
+    rows, each one transaction holding them (``FOR UPDATE SKIP LOCKED``: a row another
+    pass holds is that pass's). Pending pushes of pruned jobs a prune of an earlier version
+    kept unmarked are marked first (through the index of pending pushes). Until 2026-12-07
+    nothing deleted a kept push once sent: the job was marked pruned and no prune took it
+    again.
+
+    Returns:
+        ``(pushes, events)`` deleted (with ``dry_run``: that would be).
+    """
+    if dry_run:
+        row = await pool.fetchrow(
+            f"""SELECT count(*) AS pushes,
+                       count(*) FILTER (WHERE e.type <> ALL($2::text[])) AS events
+                FROM event_pushes p JOIN job_events e USING (job_id, seq) WHERE p.{_KEPT_SETTLED}""",
+            PENDING,
+            KEPT_EVENT_TYPES,
+        )
+        assert row is not None
+        return int(row["pushes"]), int(row["events"])
+    await pool.execute(
+        """UPDATE event_pushes p SET kept_at = j.pruned_at FROM jobs j
+           WHERE p.status = $1 AND p.kept_at IS NULL AND j.job_id = p.job_id AND j.pruned_at IS NOT NULL""",
+        PENDING,
+    )
+    pushes = events = 0
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                f"""SELECT job_id, seq FROM event_pushes WHERE {_KEPT_SETTLED}
+                    ORDER BY job_id, seq LIMIT $2 FOR UPDATE SKIP LOCKED""",
+                PENDING,
+                batch,
+            )
+            if not rows:
+                break
+            ids, seqs = [r["job_id"] for r in rows], [r["seq"] for r in rows]
+            gone = await conn.execute(
+                """DELETE FROM event_pushes p USING unnest($1::text[], $2::integer[]) AS k(job_id, seq)
+                   WHERE p.job_id = k.job_id AND p.seq = k.seq""",
+                ids,
+                seqs,
+            )
+            dropped = await conn.execute(
+                """DELETE FROM job_events e USING unnest($1::text[], $2::integer[]) AS k(job_id, seq)
+                   WHERE e.job_id = k.job_id AND e.seq = k.seq AND e.type <> ALL($3::text[])""",
+                ids,
+                seqs,
+                KEPT_EVENT_TYPES,
+            )
+        pushes += int(gone.split()[-1])
+        events += int(dropped.split()[-1])
+        if len(rows) < batch:
+            break
+    if pushes:
+        log.info("retention.pushes_forgotten", pushes=pushes, events=events)
+    return pushes, events
 
 
 async def prune(
@@ -173,6 +245,9 @@ async def prune(
         assert row is not None
         for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses", "chunks"):
             setattr(report, key, int(row[key]))
+        pushes, events = await forget_settled(pool, dry_run=True)
+        report.pushes += pushes
+        report.events += events
         report.files_pending = [asdict(p) for p in await holdings.pending(pool)]
         return report
     legacy: list[tuple[str, str]] = []
@@ -199,6 +274,13 @@ async def prune(
             # cascades with it); the sweeper sends it whenever a worker runs again.
             pushes = await conn.execute(
                 "DELETE FROM event_pushes WHERE job_id = ANY($1::text[]) AND status <> $2", ids, PENDING
+            )
+            # ... marked kept, so the pass after it is settled finds it (forget_settled).
+            await conn.execute(
+                "UPDATE event_pushes SET kept_at = $3 WHERE job_id = ANY($1::text[]) AND status = $2",
+                ids,
+                PENDING,
+                now_ms(),
             )
             # The ledger's copy of artifacts goes with the finish; what an attempt that
             # outlived the finish copied after it goes here (nothing reads it any more).
@@ -227,6 +309,9 @@ async def prune(
             break
     status = await pool.execute("DELETE FROM schedule_misses WHERE nominal_at < $1", cutoff_ms)
     report.misses = int(status.split()[-1])
+    pushes, events = await forget_settled(pool, batch=batch)
+    report.pushes += pushes
+    report.events += events
     if store is not None:
         released = await holdings.release(pool, store)
         removed = released.removed
@@ -286,8 +371,10 @@ async def prune_tick(
 
 async def release_tick(pool: asyncpg.Pool, store: ArtifactStore | None, *, now: int | None = None) -> PruneReport:
     """Delete this store's folders of pruned jobs (:func:`curaflow.ledger.holdings.release`),
-    logged as ``retention.files_removed`` when it deleted any."""
+    logged as ``retention.files_removed`` when it deleted any, and the pushes a prune kept
+    that were settled since (:func:`forget_settled`)."""
     report = PruneReport(cutoff_ms=now_ms() if now is None else now)
+    report.pushes, report.events = await forget_settled(pool)
     if store is None:
         return report
     released = await holdings.release(pool, store)

@@ -162,3 +162,41 @@ async def test_a_push_still_pending_is_not_pruned_and_a_settled_one_is(
     assert [(r["seq"], r["status"]) for r in left] == [(3, "pending"), (4, "pending")]
     events = await own_db.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     assert [(r["seq"], r["type"]) for r in events] == [(3, "job.progress"), (4, "job.succeeded")]
+
+
+async def test_a_push_the_prune_kept_pending_goes_once_it_is_settled(
+    own_db: asyncpg.Pool,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # A prune kept the job's pending pushes and their events (they were owed); the sweeper
+    # sent them afterwards. Until 2026-12-07 nothing deleted them then: the job was marked
+    # pruned_at, no later prune took it again, and the sent pushes, their frozen bodies and
+    # their events stayed for good. Each pass (a worker's, with or without retention.days,
+    # and `curaflow prune`) now deletes what was settled since; a push still pending stays.
+    store = ArtifactStore(tmp_path / "artifacts")
+    [job_id] = await old_jobs(own_db, store, 1)
+    async with own_db.acquire() as conn, conn.transaction():
+        for kind in ("job.accepted", "job.started", "job.progress", "job.succeeded"):
+            seq = await append_event(conn, job_id, kind)
+            await enqueue_push(conn, job_id, seq, f"ev-{seq}", "https://consumer.example/hook", {"type": kind})
+    await own_db.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq <= 2", job_id)
+    await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)  # keeps 3 and 4, owed
+
+    async def left() -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        pushes = await own_db.fetch("SELECT seq, status FROM event_pushes WHERE job_id = $1 ORDER BY seq", job_id)
+        events = await own_db.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+        return [(r["seq"], r["status"]) for r in pushes], [(r["seq"], r["type"]) for r in events]
+
+    # the sweeper sends the progress event; the job's end is still owed
+    await own_db.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq = 3", job_id)
+    report = await prune_tick(own_db, store, None, now=NOW_MS)  # a worker without retention.days
+    assert (report.pushes, report.events) == (1, 1)
+    assert await left() == ([(4, "pending")], [(4, "job.succeeded")])
+
+    # the job's end is dead-lettered (settled too): its push goes, the terminal event stays
+    await own_db.execute("UPDATE event_pushes SET status = 'dead' WHERE job_id = $1 AND seq = 4", job_id)
+    counted = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store, dry_run=True)
+    assert (counted.jobs, counted.pushes, counted.events) == (0, 1, 0)
+    report = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
+    assert (report.jobs, report.pushes, report.events) == (0, 1, 0)
+    assert await left() == ([], [(4, "job.succeeded")])
