@@ -109,10 +109,14 @@ _ROUTES = sorted(
 
 
 def operation_of(method: str, path: str) -> tuple[str, str] | None:
-    """The ``(method, template)`` of :data:`OPERATIONS` serving ``method path``, or None."""
-    for op_method, template, pattern in _ROUTES:
-        if op_method == method.lower() and pattern.match(path):
-            return op_method, template
+    """The ``(method, template)`` of :data:`OPERATIONS` serving ``method path``, or None.
+
+    A path is the address of the most specific template matching it, whatever the method
+    (the server's reading, :func:`curaflow.api.methods.addressed_routes`): ``GET
+    /jobs/x/cancel`` is a method the cancel's address does not take, not the job ``x/cancel``."""
+    for _, template, pattern in _ROUTES:
+        if pattern.match(path):
+            return (method.lower(), template) if (method.lower(), template) in OPERATIONS else None
     return None
 
 

@@ -17,11 +17,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
-from curaflow.api.methods import JobAddressOnly, raw_path_ends_with
+from curaflow.api.methods import JobAddressOnly, raw_path_ends_with, serves_its_address
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
@@ -117,8 +118,16 @@ async def find_jobs(
 
 
 @jobs_router.get("/jobs/{job_id:path}", operation_id="get_job", response_model=Job, response_model_exclude_unset=True)
-async def get_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
-    """The job as the ledger holds it (answers with no worker running)."""
+async def get_job(request: Request, pool: LedgerPool, job_id: str) -> dict[str, Any]:
+    """The job as the ledger holds it (answers with no worker running).
+
+    A path that is a sub-route's address — ``/jobs/a/cancel``, ``/jobs/a/events/ack``, the
+    ``/`` not encoded — is no job's: ``405`` with that address's ``Allow``
+    (:func:`curaflow.api.methods.serves_its_address`). Until 2026-12-07 it was read as the
+    job ``a/cancel``: reported whole when one existed, ``404 unknown job`` when not.
+    """
+    if not serves_its_address(request.app.router, request.scope):
+        raise HTTPException(405)
     return await read_job(pool, job_id)
 
 

@@ -16,10 +16,13 @@ scans the app's routes, so the ``Allow`` header of a ``405`` (required by RFC 91
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from urllib.parse import unquote_to_bytes
 
+import fastapi.routing
 from starlette.exceptions import HTTPException
-from starlette.routing import Match, Mount, Router
+from starlette.routing import BaseRoute, Mount, Router, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: ``Allow`` of an address that is a job and nothing else.
@@ -70,20 +73,61 @@ def segment_path(scope: Scope) -> str:
     return "/".join(unquote_to_bytes(part).decode("utf-8", "replace").replace("/", "%2F") for part in segments)
 
 
-def allowed_methods(router: Router, scope: Scope) -> str:
-    """The ``Allow`` value of the request's path: every method some route serves at it
-    (a route matches :func:`segment_path` fully for it), ``HEAD`` with ``GET``, and
-    ``OPTIONS``; sorted, comma-separated. Empty when no route serves the path (mounted
-    files are no resource of the API)."""
+def _literal_characters(template: str) -> int:
+    """How many characters of a route's path template are literal (its parameters left
+    out): ``/jobs/{job_id:path}/cancel`` 13, ``/jobs/{job_id:path}`` 6."""
+    return len(re.sub(r"\{[^}]*\}", "", template))
+
+
+def _leaf_routes(router: Router) -> Iterator[tuple[BaseRoute, str, frozenset[str]]]:
+    """Every route of ``router`` that serves methods at a path template, as ``(the route
+    that takes a request, its full template, its methods)``, included routers' too:
+    FastAPI lists an included router as one entry since 0.16x (``iter_route_contexts``
+    names its routes), each route itself before."""
+    contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    for entry in contexts(router.routes) if contexts is not None else router.routes:
+        template, methods = getattr(entry, "path", None), getattr(entry, "methods", None)
+        if isinstance(template, str) and methods and not isinstance(entry, Mount):
+            yield getattr(entry, "original_route", entry), template, frozenset(methods)
+
+
+def addressed_routes(router: Router, scope: Scope) -> dict[str, BaseRoute]:
+    """The route each method reaches at the request's path read by segments
+    (:func:`segment_path`), of the routes that path is the address of: where several
+    templates match it, the most specific — the most literal characters — and only it.
+    ``/jobs/a/cancel`` is the address of the cancel of ``a`` (``POST``), though
+    ``/jobs/{job_id:path}`` matches it too: a job id swallows no sub-route's name its ``/``
+    did not encode (``/jobs/a%2Fcancel`` is the job ``a/cancel``). Mounted files are no
+    resource of the API."""
     path = segment_path(scope)
-    methods = {
-        method
-        for method in _METHODS
-        if any(
-            not isinstance(route, Mount) and route.matches(dict(scope, method=method, path=path))[0] == Match.FULL
-            for route in router.routes
-        )
+    matching = [
+        (route, template, methods)
+        for route, template, methods in _leaf_routes(router)
+        if compile_path(template)[0].match(path)
+    ]
+    most = max((_literal_characters(template) for _, template, _ in matching), default=0)
+    return {
+        method: route
+        for route, template, methods in matching
+        if _literal_characters(template) == most
+        for method in methods & set(_METHODS)
     }
+
+
+def serves_its_address(router: Router, scope: Scope) -> bool:
+    """Whether the route that took the request (matched on the decoded path) is one the
+    request's path is the address of (:func:`addressed_routes`); when not, the request is
+    refused ``405`` with that address's ``Allow``, never served by a route that would read
+    another job in it."""
+    taken = scope.get("route")
+    return taken is None or any(route is taken for route in addressed_routes(router, scope).values())
+
+
+def allowed_methods(router: Router, scope: Scope) -> str:
+    """The ``Allow`` value of the request's path: every method a route the path is the
+    address of serves (:func:`addressed_routes`), ``HEAD`` with ``GET``, and ``OPTIONS``;
+    sorted, comma-separated. Empty when no route serves the path."""
+    methods = set(addressed_routes(router, scope))
     if not methods:
         return ""
     if "GET" in methods:

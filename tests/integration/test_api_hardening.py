@@ -103,6 +103,50 @@ async def test_job_ids_ending_like_a_sub_route_address_their_own_job(make_stack:
     assert events.status_code == 200 and events.json()["job_id"] == other["job_id"]
 
 
+async def test_a_read_of_a_sub_routes_address_never_reports_another_job(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """``/jobs/<a>/cancel`` and ``/jobs/<a>/events/ack``, their ``/`` not encoded, are the
+    cancel and the ack of ``<a>`` (only an encoded ``/`` keeps a sub-route's name inside
+    the job id). Until 2026-12-07 a ``GET`` (and ``HEAD``) there was read as the job
+    ``<a>/cancel`` — reported whole when such a job existed, ``404 unknown job`` when it did
+    not — and ``OPTIONS`` offered ``GET`` there. They are the protocol's ``405`` with
+    ``Allow: OPTIONS, POST`` now; the jobs of those ids answer at their encoded address."""
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    base = (await http.post("/jobs", json=stack.task(key=f"sub-{short_id()}", target_id="demo"))).json()["job"]
+    for suffix in ("/cancel", "/events/ack"):
+        named = await http.post("/jobs", json=stack.task(key=base["idempotency_key"] + suffix, target_id="demo"))
+        other = named.json()["job"]
+        assert other["job_id"] == base["job_id"] + suffix
+        for method in ("GET", "HEAD", "PATCH"):
+            refused = await http.request(method, f"/jobs/{base['job_id']}{suffix}")
+            assert (refused.status_code, refused.headers.get("allow")) == (405, "OPTIONS, POST"), (
+                suffix,
+                method,
+                refused.text,
+            )
+            if method != "HEAD":
+                assert refused.json()["error"]["code"] == "invalid_params", refused.text
+                assert other["job_id"] not in refused.text
+        options = await http.options(f"/jobs/{base['job_id']}{suffix}")
+        assert (options.status_code, options.headers["allow"]) == (204, "OPTIONS, POST"), suffix
+        # the job of that id, at its own address
+        encoded = httpx.URL(f"/jobs/{other['job_id'].replace('/', '%2F')}")
+        got = await http.get(encoded)
+        assert got.status_code == 200 and got.json()["job_id"] == other["job_id"], got.text
+        assert (await http.options(encoded)).headers["allow"] == "GET, HEAD, OPTIONS"
+    # a read of the events of <a> stays the events of <a>
+    events = await http.get(f"/jobs/{base['job_id']}/events")
+    assert events.status_code == 200 and events.json()["job_id"] == base["job_id"]
+    # and the cancel of <a> cancels <a> only
+    cancelled = await http.post(f"/jobs/{base['job_id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["job_id"] == base["job_id"], cancelled.text
+    for suffix in ("/cancel", "/events/ack"):
+        untouched = await http.get(httpx.URL(f"/jobs/{base['job_id']}{suffix.replace('/', '%2F')}"))
+        assert untouched.json()["status"] != "cancelled", untouched.text
+
+
 async def test_a_sub_route_spelled_with_percent_escapes_is_that_sub_route(
     make_stack: StackFactory, tmp_path: Path
 ) -> None:
@@ -260,10 +304,11 @@ async def test_every_path_answers_head_and_options_and_names_its_methods(
         "/capabilities": "GET, HEAD, OPTIONS",
         "/jobs": "GET, HEAD, OPTIONS, POST",
         job_path: "GET, HEAD, OPTIONS",
-        # ``…/cancel`` and ``…/events`` are also the addresses of jobs of those ids (GET)
-        f"{job_path}/cancel": "GET, HEAD, OPTIONS, POST",
+        # a sub-route's address, its ``/`` not encoded, is that sub-route's only (the jobs
+        # ``…/cancel``, ``…/events/ack`` are at ``…%2Fcancel``, ``…%2Fevents%2Fack``)
+        f"{job_path}/cancel": "OPTIONS, POST",
         f"{job_path}/events": "GET, HEAD, OPTIONS",
-        f"{job_path}/events/ack": "GET, HEAD, OPTIONS, POST",
+        f"{job_path}/events/ack": "OPTIONS, POST",
     }
     for path, methods in allowed.items():
         got = await http.get(path)
@@ -291,7 +336,7 @@ async def test_every_path_answers_head_and_options_and_names_its_methods(
         assert (refused.status_code, refused.headers["allow"]) == (405, "GET, HEAD, OPTIONS"), suffix
     # a sub-route's name spelled with escapes of unreserved characters is that sub-route
     options = await http.options(httpx.URL(f"{job_path}/%63ancel"))
-    assert options.headers["allow"] == "GET, HEAD, OPTIONS, POST"
+    assert options.headers["allow"] == "OPTIONS, POST"
     # without a token, HEAD is refused as GET is; OPTIONS names methods only
     async with httpx.AsyncClient(base_url=stack.api.url if stack.api else "") as anonymous:
         assert (await anonymous.head(job_path)).status_code == 401
