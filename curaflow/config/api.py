@@ -45,7 +45,9 @@ class ApiSettings(Section):
             headers) on a connection waiting for one — a new connection, or one kept
             alive after an answer once the next request's first byte came; a head begun
             and late is answered 408, a connection with none is closed
-            (:func:`curaflow.process.httpserver.bounded_http`).
+            (:func:`curaflow.process.httpserver.bounded_http`). A worker's metrics and
+            health endpoint reads its requests by the same bound
+            (:func:`curaflow.process.health_server.health_server`).
         ledger_timeout_ms: the API's bound on each wait on PostgreSQL (connect, pool
             acquire, statement; each ``database.*_timeout_ms`` capped at it). A ledger
             that does not answer within it is answered ``503`` ``ledger_unavailable``

@@ -8,7 +8,8 @@
   loop runs; 200 or 503 with each check named.
 
 Served by uvicorn inside the worker's event loop (a thread would keep answering while
-the loop itself is stuck), as the supervised loop ``health_server``.
+the loop itself is stuck), as the supervised loop ``health_server``, with the API's
+reading of a request head (:func:`health_server`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.routing import Route
 import curaflow
 from curaflow.build import source_commit
 from curaflow.observability.metrics import render_latest
+from curaflow.process.httpserver import MAX_HEAD_BYTES, BackgroundServer, bounded_http
 
 ReadyProbe = Callable[[], Awaitable[tuple[int, dict[str, Any]]]]
 
@@ -59,3 +61,21 @@ def health_app(ready: ReadyProbe, service: str = "curaflow-worker") -> Starlette
     # ``/health/`` is not served: a 404, not a 307 to the host the request's Host header named.
     app.router.redirect_slashes = False
     return app
+
+
+def health_server(ready: ReadyProbe, host: str, port: int, *, head_timeout_s: float) -> BackgroundServer:
+    """The worker's endpoint on ``host:port`` (bound now: a taken port raises
+    :class:`~curaflow.process.httpserver.CannotListen` at once), not started yet.
+
+    Served by the API's HTTP/1.1 protocol (:func:`~curaflow.process.httpserver.bounded_http`,
+    the one owner of how a request head is read): a well-formed request with a method the
+    parser does not know is ``501`` ``unknown_method``, one it cannot read ``400``
+    ``malformed_request``, a head late ``408`` or over :data:`MAX_HEAD_BYTES` ``431`` —
+    each the protocol ``Error``, ``Connection: close``. Until 2026-12-07 the endpoint ran
+    uvicorn's own protocol: ``400`` ``text/plain`` "Invalid HTTP request received." for
+    both of the first two, and no bound on a head's time or size.
+
+    Args:
+        head_timeout_s: longest wait for a whole head, seconds (``api.head_timeout_ms``).
+    """
+    return BackgroundServer(health_app(ready), host, port, http=bounded_http(head_timeout_s, MAX_HEAD_BYTES))

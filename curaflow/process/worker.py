@@ -76,7 +76,7 @@ from curaflow.observability.supervision import (
 )
 from curaflow.observability.tracing import flush_tracing, setup_tracing
 from curaflow.paths import secure_state_dir
-from curaflow.process.health_server import health_app
+from curaflow.process.health_server import health_server
 from curaflow.process.heap import settle_heap
 from curaflow.process.httpserver import BackgroundServer, CannotListen
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
@@ -366,8 +366,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
             if obs.metrics_port is not None:
                 # Bound now, so a taken port stops the worker at start with a clear error.
-                first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
-                supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
+                head_timeout_s = settings.api.head_timeout_ms / 1000
+                first = health_server(ready, obs.metrics_host, obs.metrics_port, head_timeout_s=head_timeout_s)
+                supervisor.loop(
+                    "health_server",
+                    serve_health(
+                        first, lambda host, port: health_server(ready, host, port, head_timeout_s=head_timeout_s), stop
+                    ),
+                )
 
             async def start(job_id: str) -> None:
                 from curaflow.ledger.jobs import mark_workflow_started, workflow_input
@@ -505,13 +511,14 @@ async def probe_temporal(client: Client) -> None:
 
 
 def serve_health(
-    first: BackgroundServer, make_app: Callable[[], Any], stop: asyncio.Event
+    first: BackgroundServer, make: Callable[[str, int], BackgroundServer], stop: asyncio.Event
 ) -> Callable[[Beat], Awaitable[None]]:
-    """The body of the ``health_server`` loop: serve, and fail when serving stops."""
+    """The body of the ``health_server`` loop: serve ``first``, and fail when serving stops;
+    a restart serves ``make(host, port)`` on the same address."""
     servers = [first]
 
     async def body(beat: Beat) -> None:
-        server = servers.pop() if servers else BackgroundServer(make_app(), first.host, first.port)
+        server = servers.pop() if servers else make(first.host, first.port)
         await server.start()
         beat.ok()
         serving = asyncio.create_task(server.serving())
