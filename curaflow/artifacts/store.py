@@ -23,7 +23,7 @@ the check's memory is bounded by ``outbound.image_max_pixels``), or one whole by
 framing that does not decode, makes the *work* unavailable
 (:class:`~curaflow.sources.errors.WorkUnavailable`, with its
 :class:`~curaflow.sources.errors.UnavailableKind`: the cell moves on to another
-candidate, and the account's jobs skip the work for ``pixiv.unavailable_ttl_ms``). Such
+candidate, and the account's jobs skip the work for its ``unavailable_ttl_ms``). Such
 a page is never delivered, whole or "on its length". Every decode runs in a thread under
 a fresh meter of the store's budget, stopped when its attempt is cancelled and by the
 job's deadline (:meth:`ArtifactStore._decoding`): it never outlives its attempt. The

@@ -5,7 +5,7 @@ what it is doing now: :class:`curaflow.domain.cells.CellStage`). A scheduled job
 runs up to ``max_fallback_passes`` passes over the source. Pass N
 (0-based) keeps ``keep = min(100, scan_limit × (N+1))`` candidates and stops paging once
 it holds ``want = min(keep, 5 × (N+1))`` (:func:`pass_bounds`); every pass examines at
-most ``pixiv.max_examined`` works. A pass hands over to the next one when it bound
+most of its account's ``max_examined`` works. A pass hands over to the next one when it bound
 nothing, or when every candidate it bound turned out unavailable at fetch time.
 
 The next pass is *wider* than the last one only if the last one stopped at a bound the
@@ -74,7 +74,7 @@ def another_pass(
         scan_limit: the target's candidate bound.
         report: the candidate report of the pass that ended (``exhausted``, ``fetched``,
             ``read_again``).
-        max_examined: most works one pass examines (``pixiv.max_examined``).
+        max_examined: most works one pass examines (the account's ``max_examined``).
 
     Returns:
         True only when a pass is left, the last pass did not exhaust the source nor

@@ -79,11 +79,12 @@ class TargetSpec(BaseModel):
 
     Attributes:
         target_id: configured target id.
-        account: Pixiv account key whose rate gate serves the search.
+        account: the source instance whose rate gate serves the search (a Pixiv account, or a
+            ``[sources.<name>]`` entry).
         limit: works per run (only 1 is delivered per cell today).
         scan_limit: bound of the candidate scan, 1..100: the most eligible candidates a
             cell keeps in rank order (fallback stage N: ``scan_limit × (N+1)``, cap
-            100); works examined are bounded by ``pixiv.max_examined``.
+            100); works examined are bounded by the account's ``max_examined``.
         exclude_work_ids: works excluded for this job only (protocol ``exclude`` kind
             ``work``).
         storage_mode: ``persistent`` keeps artifacts; ``cache`` deletes them once every

@@ -20,7 +20,7 @@ curaflow additions for delivery routes that are not TelePost:
   Temporal keeps no run to say how it ended; the reconciler converges the job once no
   attempt of it still runs (protocol ``cancelled_by_consumer``, as a terminate: a
   deliberate stop, not alertable);
-* ``scan_capped``: a scan examined ``pixiv.max_examined`` works without finding one it
+* ``scan_capped``: a scan examined its account's ``max_examined`` works without finding one it
   could use while the source still had more (``exhausted: false``): neither exhaustion
   ("add tags") nor "nothing matched"; the target's scan frontier
   (:mod:`curaflow.sources.frontier`) makes the next job go on from there. Protocol code

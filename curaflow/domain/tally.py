@@ -35,7 +35,7 @@ outcome's message in both languages). Reason words and what they count:
   cell released on an answer not recognised as the work's is told ``unrecognised``
   instead, held back or not (:func:`curaflow.ledger.remembered.known_works`);
 * ``unusable``, ``invalid``, ``unrecognised`` (a work the account holds back on an
-  answer not recognised as the work's: ``pixiv.unrecognised_hold_ms``), the unavailable
+  answer not recognised as the work's: its ``unrecognised_hold_ms``), the unavailable
   kinds of :data:`SOURCE_ANSWER_KINDS` and the kinds counted in
   ``CandidateReport.unrecognised``:
   what the source sent for the work cannot be used at all — a file URL curaflow may not

@@ -17,9 +17,9 @@
   lifts the holds and refusals the streak recorded
   (:func:`curaflow.ledger.route_gates.count_refusal`).
 * **Unavailable works** (``unavailable_works``): a work found unavailable when fetched
-  (image 403/404/410, deleted, "restricted" detail), per Pixiv account — keyed like the
-  account's rate gate, by its source task queue (``gate``) — until
-  ``pixiv.unavailable_ttl_ms`` later (``pixiv.unrecognised_hold_ms`` for an answer not
+  (image 403/404/410, deleted, "restricted" detail), per source instance (a Pixiv account,
+  a ``[sources.<name>]`` entry) — keyed like its rate gate, by its source task queue
+  (``gate``) — until its ``unavailable_ttl_ms`` later (its ``unrecognised_hold_ms`` for an answer not
   recognised as the work's: an image's bare 403, an image's 404/410 the work's detail does
   not confirm (:mod:`curaflow.sources.corroboration`), a page that is no image —
   ``SourcePolicy.memory_ms``); later scans of the account reject it as
@@ -105,7 +105,7 @@ async def known_works(
         released_unrecognised: works the scanning cell itself released on an answer not
             recognised as theirs (:func:`~curaflow.ledger.cells.search_resume`): told
             ``unrecognised`` like a work the account holds back, also once no hold is
-            left (``pixiv.unrecognised_hold_ms = 0``, or a hold over before the cell's next
+            left (the account's ``unrecognised_hold_ms = 0``, or a hold over before the cell's next
             pass) — what the cell met was the source's answer, not the work's fault.
 
     Returns:

@@ -22,7 +22,7 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
 
     Args:
         report: the candidate report of the scan that ended (None: no scan report).
-        max_examined: most works one scan examines (``pixiv.max_examined``).
+        max_examined: most works one scan examines (the account's ``max_examined``).
 
     Returns:
         In this order:
