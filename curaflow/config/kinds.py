@@ -57,21 +57,45 @@ def parse_sources(value: Any) -> Any:
     """Each ``[sources.<name>]`` table validated by the model registered for its ``kind``
     (:func:`curaflow.sources.registry.parse_source_config`).
 
+    Every problem of every table is said at the setting it is about, below the table: a
+    field the kind's model refuses at its own path (``sources.<name>.unavailable_ttl_ms``,
+    ``sources.<name>.url`` missing), a table without a ``kind``, or of a kind not registered
+    or not configurable here, at ``sources.<name>.kind`` — each with where its value came
+    from, as every other section's fields are said. Until 2026-12-07 the first bad table
+    was one line at ``sources``, after pydantic's "Value error,", with every field of it
+    run together and the whole table's origin.
+
     Raises:
-        SettingsProblem: an entry is invalid, prefixed with its name (``sources.<name>: …``;
-            where: the entry, below ``sources``).
+        pydantic.ValidationError: every such problem (each error's location starts with the
+            table's name; pydantic puts it below ``sources``).
     """
     from pydantic import ValidationError
+    from pydantic_core import InitErrorDetails, PydanticCustomError
 
     if not isinstance(value, dict):
         return value
     parsed: dict[str, Any] = {}
+    problems: list[InitErrorDetails] = []
     for name, entry in value.items():
         try:
             parsed[name] = parse_source_config(entry)
-        except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
-            raise SettingsProblem(f"sources.{name}: {problems}", [(name,)]) from None
-        except ValueError as err:
-            raise SettingsProblem(f"sources.{name}: {err}", [(name,)]) from None
+        except ValidationError as err:  # the kind's model: each field at its own path
+            for e in err.errors():
+                problem = InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"])
+                if "ctx" in e:
+                    problem["ctx"] = e["ctx"]
+                problems.append(problem)
+        except ValueError as err:  # no kind, or one this build cannot configure: its ``kind``
+            table = isinstance(entry, dict)
+            # A kind missing is said where it is missing (its origin: the table's).
+            kind = "missing" if table and "kind" not in entry else "source_kind"
+            problems.append(
+                InitErrorDetails(
+                    type=PydanticCustomError(kind, "{why}", {"why": str(err)}),
+                    loc=(name, "kind") if table else (name,),
+                    input=entry.get("kind") if table else entry,
+                )
+            )
+    if problems:
+        raise ValidationError.from_exception_data("sources", problems)
     return parsed

@@ -256,7 +256,7 @@ CATALOG = {"source_modules": ["tests.fakes.catalog_source"]}
                 **CATALOG,
                 "sources": {"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9", "min_interval_ms": "{v}"}},
             },
-            r"sources\.shelf: min_interval_ms",
+            r"sources\.shelf\.min_interval_ms",
         ),
     ],
 )
@@ -280,7 +280,7 @@ def test_an_accounts_request_spacing_is_refused_beyond_a_minute(
                 **CATALOG,
                 "sources": {"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9", "max_concurrency": "{v}"}},
             },
-            r"sources\.shelf: max_concurrency",
+            r"sources\.shelf\.max_concurrency",
         ),
     ],
 )

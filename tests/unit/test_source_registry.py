@@ -51,8 +51,43 @@ def test_a_registered_kind_is_validated_by_its_own_model(tmp_path: Path) -> None
 
 
 def test_the_kind_model_refuses_what_it_does_not_know(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"sources\.shelf: colour"):
+    with pytest.raises(ConfigError, match=r"sources\.shelf\.colour"):
         load(tmp_path, {**CATALOG, "sources": {"shelf": {"kind": "catalog", "url": "http://x", "colour": "red"}}})
+
+
+def test_a_field_error_of_a_source_table_names_the_fields_full_path_and_its_origin(tmp_path: Path) -> None:
+    # Until 2026-12-07 a [sources.<name>] table's field errors were one line at the table,
+    # after pydantic's "Value error," ("sources: Value error, sources.shelf: url: Field
+    # required; …"), its origin the whole table's, and only the first bad table was said:
+    # every other section names the field (``pixiv.unavailable_ttl_ms: …``, ``routes.hook…``).
+    with pytest.raises(ConfigError) as raised:
+        load(
+            tmp_path,
+            {
+                **CATALOG,
+                "sources": {
+                    "shelf": {"kind": "catalog", "unavailable_ttl_ms": "soon"},
+                    "attic": {"kind": "catalog", "url": "http://x", "colour": "red"},
+                    "cellar": {"kind": "nowhere"},
+                    "vault": {"url": "http://x"},
+                },
+            },
+        )
+    lines = str(raised.value).splitlines()[1:]
+    said = {line.split(": ", 1)[0].removeprefix("  - "): line for line in lines}
+    assert sorted(said) == [
+        "sources.attic.colour",
+        "sources.cellar.kind",
+        "sources.shelf.unavailable_ttl_ms",
+        "sources.shelf.url",
+        "sources.vault.kind",
+    ], lines
+    assert "Value error" not in str(raised.value)
+    assert said["sources.shelf.unavailable_ttl_ms"].endswith(f"(in {tmp_path / 'curaflow.toml'})")
+    assert "valid integer" in said["sources.shelf.unavailable_ttl_ms"]
+    assert "Field required" in said["sources.shelf.url"]
+    assert "'nowhere' is not registered" in said["sources.cellar.kind"]
+    assert "needs a kind" in said["sources.vault.kind"]
 
 
 def test_an_unknown_kind_names_the_known_ones(tmp_path: Path) -> None:
