@@ -63,17 +63,52 @@ LEDGER_ERRORS: tuple[type[Exception], ...] = (
 OPEN_ERRORS: tuple[type[Exception], ...] = (*LEDGER_ERRORS, ValueError, OverflowError)
 
 
+#: A piece of a text quoted as Python's ``repr`` quotes a string: in single quotes, or in
+#: double quotes when it holds a single quote (escapes included).
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+
+#: What stands for a quoted piece of the ledger's URL in :class:`UnreadableLedgerUrl`'s words.
+PIECE_NOT_SHOWN = "'…'"
+
+
+class UnreadableLedgerUrl(ValueError):
+    """asyncpg refused ``database.url`` before any connection: a URL it cannot read (a port
+    that is no number or out of range, a query it cannot parse, a host it cannot split) or
+    a parameter it refuses (``sslmode``, a root certificate file that is not there).
+
+    Its words are asyncpg's with every piece of the URL they quote replaced by
+    :data:`PIECE_NOT_SHOWN`, and a hint. asyncpg splits the URL as a URL is split: a
+    password written with a ``/`` or a ``#`` unencoded ends the host part there, and the
+    password's start is read as the port (``invalid literal for int() with base 10:
+    'S3cr'``), one with a ``?`` starts the query inside the password (``bad query field:
+    'et@host/db'``) — the pieces asyncpg quotes are then the password's. Until 2026-12-07
+    they were printed as they came, by every command, ``curaflow api`` and the worker
+    (``tests/unit/test_cli_ledger_unreachable.py::test_a_database_url_asyncpg_cannot_read_is_said_without_a_piece_of_its_password``).
+    """
+
+    def __init__(self, err: ValueError | OverflowError) -> None:
+        words = _QUOTED.sub(lambda m: PIECE_NOT_SHOWN if m[0][0] == "'" or "'" in m[0] else m[0], str(err))
+        super().__init__(
+            f"{type(err).__name__}: {words} — asyncpg refused DATABASE_URL / database.url before connecting (the "
+            "pieces of it its words quote are not shown: they may be the password's); a '/', '?', '#', '@' or "
+            "':' in the user name or the password must be percent-encoded (%2F, %3F, %23, %40, %3A)"
+        )
+
+
 def open_failure(err: BaseException, connect_timeout_ms: int) -> str:
     """``"<type>: <detail>"`` of an error opening the ledger, for an operator's one line.
 
     asyncpg's connect that got no answer (a PostgreSQL that takes the connection and never
     speaks) raises a bare ``TimeoutError``: it reads "no answer within N ms
-    (database.connect_timeout_ms)".
+    (database.connect_timeout_ms)". A URL asyncpg cannot read is
+    :class:`UnreadableLedgerUrl`'s words (no piece of the URL quoted).
 
     Args:
         err: one of :data:`LEDGER_ERRORS` (or any exception).
         connect_timeout_ms: the connect timeout that was used (``database.connect_timeout_ms``).
     """
+    if isinstance(err, UnreadableLedgerUrl):
+        return str(err)
     detail = str(err) or (
         f"no answer within {connect_timeout_ms} ms (database.connect_timeout_ms)"
         if isinstance(err, TimeoutError)
@@ -486,6 +521,8 @@ async def create_pool(
 
     Raises:
         OSError / asyncpg.PostgresError / TimeoutError: the database is unreachable.
+        UnreadableLedgerUrl: ``dsn`` is no URL asyncpg can read (its ``ValueError`` or
+            ``OverflowError``, worded without the pieces of the URL it quoted).
     """
     pool = LedgerPool(
         dsn,
@@ -505,7 +542,10 @@ async def create_pool(
         timeout=connect_timeout_s,
         server_settings={"statement_timeout": str(server_statement_timeout_ms(statement_timeout_s))},
     )
-    await asyncio.wait_for(pool, timeout=connect_timeout_s + acquire_timeout_s)
+    try:
+        await asyncio.wait_for(pool, timeout=connect_timeout_s + acquire_timeout_s)
+    except (ValueError, OverflowError) as err:  # asyncpg reading the URL, before any connection
+        raise UnreadableLedgerUrl(err) from None  # not chained: a traceback would quote its words
     return pool
 
 

@@ -153,14 +153,21 @@ def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    "url", ["postgresql://curaflow@[::1/curaflow", "postgresql://curaflow@127.0.0.1:99999/curaflow"]
+    "url",
+    [
+        "postgresql://curaflow@[::1/curaflow",
+        "postgresql://curaflow@127.0.0.1:99999/curaflow",
+        # a password with an unencoded "/": asyncpg reads "S3cr" as the port, and quotes it
+        "postgresql://curaflow:S3cr/3tPart@127.0.0.1:5432/curaflow",
+    ],
 )
 @pytest.mark.parametrize("command", ["api", "worker"])
 def test_a_database_url_that_cannot_be_used_is_one_line_and_status_2(
     tmp_path: Path, temporal_address: str, url: str, command: str
 ) -> None:
     # asyncpg refuses these URLs with ValueError / OverflowError, outside the errors of a
-    # PostgreSQL that is down: both services printed a traceback and exited 1.
+    # PostgreSQL that is down: both services printed a traceback and exited 1. The line
+    # never quotes a piece of the password (curaflow.ledger.db.UnreadableLedgerUrl).
     args = [command, "--host", "127.0.0.1", "--port", str(free_port())] if command == "api" else [command]
     code, output = run(
         tmp_path, *args, database_url=url, temporal_address=temporal_address, temporal={"task_queue": short_id()}
@@ -168,6 +175,7 @@ def test_a_database_url_that_cannot_be_used_is_one_line_and_status_2(
     assert code == EXIT_CANNOT_START, output
     assert "could not be opened" in output and "Traceback" not in output, output
     assert len([line for line in output.splitlines() if "could not be opened" in line]) == 1, output
+    assert "S3cr" not in output and "3tPart" not in output, output
 
 
 def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(

@@ -185,3 +185,36 @@ def test_a_failure_that_is_no_ledger_outage_is_never_reported_as_one(
 
     with pytest.raises(type(own)):
         asyncio.run(command())
+
+
+#: Passwords holding a character a URL reserves, written into ``DATABASE_URL`` without
+#: percent-encoding — asyncpg then reads a piece of the password as the port ("/", "#")
+#: or as the query ("?") and its error quotes that piece.
+RESERVED_PASSWORDS = ["S3cr/3tPart", "S3cr#3tPart", "S3cr?3tPart"]
+
+
+def pieces(password: str) -> list[str]:
+    """Every piece of ``password`` between the characters a URL reserves."""
+    return [piece for piece in password.replace("#", "/").replace("?", "/").split("/") if piece]
+
+
+@pytest.mark.parametrize("password", RESERVED_PASSWORDS)
+@pytest.mark.parametrize("args", [["refusals", "list"], ["api"]], ids=" ".join)
+def test_a_database_url_asyncpg_cannot_read_is_said_without_a_piece_of_its_password(
+    args: list[str], password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until 2026-12-07 the line quoted asyncpg's words, and they quote the piece of the URL
+    they could not read: ``ValueError: invalid literal for int() with base 10: 'S3cr'`` — the
+    password's start, on the operator's terminal and in the API's and the worker's logs."""
+    result = invoke(
+        args,
+        tmp_path,
+        monkeypatch,
+        f"postgresql://curaflow:{password}@127.0.0.1:{free_port()}/curaflow",
+        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
+    )
+    output: str = result.output  # type: ignore[attr-defined]
+    assert result.exit_code in (EXIT_LEDGER_UNREACHABLE, 2), output  # type: ignore[attr-defined]
+    one_line_about_the_ledger(output)
+    assert not [piece for piece in pieces(password) if piece in output], output
+    assert "percent-encode" in output, output
