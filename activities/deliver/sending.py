@@ -160,7 +160,11 @@ async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
 
     A failure the route did not classify may have happened after the request left, so it
     is ambiguous (the work stays blocked on the route) and permanent (retrying a bug does
-    not help). Only the exception's type is kept: its text may carry a secret URL. A
+    not help). Its words name only the exception's type: its text may carry a secret URL.
+    It is raised from the exception (the deadline's cut is read from it, a traceback shows
+    where it failed): Temporal's history and the log lines hold that chain with every
+    secret the process holds masked (:mod:`curaflow.observability.secrets`; until
+    2026-12-07 whole). A
     part the route confirmed and the ledger failed to record (``on_part`` raising
     :class:`~activities.deliver.recording.NotRecorded`) is no failure of the route: it
     passes as it is.

@@ -23,6 +23,7 @@ from pydantic_settings import (
 from curaflow.config.base import Loc, SettingsProblem, dotted
 from curaflow.config.environment import SECRETS_DIR_ENV, ConventionalEnv, CuraflowEnv
 from curaflow.config.settings import Settings, former_keys
+from curaflow.observability.secrets import hold
 
 
 @functools.lru_cache(maxsize=16)
@@ -208,7 +209,9 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         overrides: top-level fields taking precedence over every source.
 
     Returns:
-        The validated :class:`Settings`.
+        The validated :class:`Settings`. Its secrets are held by the process
+        (:func:`curaflow.observability.secrets.hold`): masked in every failure handed to
+        Temporal and every log line from then on.
 
     Raises:
         ConfigError: the file is missing or unreadable, or a value is invalid; the
@@ -242,4 +245,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {toml_path}: {err}") from None
     settings._toml_path = toml_path
+    # Every secret of a configuration this process loaded is masked wherever words curaflow
+    # did not choose are written out (a library's exception in Temporal's history, a log line).
+    hold(*(value for _, _, value in settings.secret_settings()))
     return settings

@@ -3,7 +3,10 @@
 :func:`configure_logging` routes both structlog and the standard ``logging`` module
 (Temporal's SDK, uvicorn) through one JSON renderer on stderr. Values of keys that look
 like secrets (``token``, ``secret``, ``authorization``, ``password``,
-``refresh_token``) are replaced by ``"***"`` before rendering. A line logged with
+``refresh_token``) are replaced by ``"***"`` before rendering, and every secret the
+process holds (:mod:`curaflow.observability.secrets`: its configuration's, its sources'
+tokens) is masked in the rendered line, whatever the key — a library's record or an
+exception's words in a traceback may quote one (2026-12-07). A line logged with
 ``exc_info`` (structlog's or the standard library's) carries the exception's traceback as
 text in its ``exception`` field — still one line: JSON escapes its line breaks. No
 traceback, JSON or console, shows the values of a frame's variables (a token a variable
@@ -23,6 +26,8 @@ from typing import Any
 
 import structlog
 
+from curaflow.observability.secrets import redacted
+
 SECRET_KEYS = ("token", "secret", "authorization", "password", "refresh_token", "api_key")
 
 
@@ -31,6 +36,18 @@ def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
         if any(mark in key.lower() for mark in SECRET_KEYS):
             event[key] = "***"
     return event
+
+
+def _masked(renderer: Any) -> Any:
+    """``renderer`` whose line holds none of the secrets this process holds
+    (:func:`curaflow.observability.secrets.redacted`): a value curaflow did not write — a
+    library's record, an exception's words in a traceback — may quote one, under any key."""
+
+    def render(logger: Any, name: str, event: dict[str, Any]) -> Any:
+        line = renderer(logger, name, event)
+        return redacted(line) if isinstance(line, str) else line
+
+    return render
 
 
 _configured = False
@@ -46,11 +63,14 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     global _configured
     # A console traceback shows files, lines and code, never a frame's variables: structlog's
     # default shows them (rich's show_locals), and a token held by a variable (the Pixiv
-    # client's headers) was written out by any failure logged there with exc_info.
+    # client's headers) was written out by any failure logged there with exc_info. It is
+    # Python's own text, never folded: rich folded a word wider than the terminal (a webhook
+    # URL quoted in an exception) onto the next line, in pieces the mask of the held secrets
+    # (_masked) does not know (2026-12-07).
     renderer: Any = (
         structlog.processors.JSONRenderer(ensure_ascii=False)
         if json_lines
-        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False))
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
     )
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -72,7 +92,7 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     tracebacks: list[Any] = [structlog.processors.format_exc_info] if json_lines else []
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, _masked(renderer)],
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
+from curaflow.observability.secrets import redacted
 from curaflow.outbound import answer_head
 from curaflow.outbound.destinations import Destinations
 
@@ -258,8 +259,9 @@ class RouteError(Exception):
             (:mod:`curaflow.ledger.route_gates`).
 
     The message may quote the destination's words (Telegram's ``description``, Discord's
-    ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`) and cut to
-    500 characters, so it can be stored and sent.
+    ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`), holds none of
+    the secrets the process holds (:func:`~curaflow.observability.secrets.redacted`) and is
+    cut to 500 characters, so it can be stored and sent.
     """
 
     def __init__(
@@ -274,14 +276,14 @@ class RouteError(Exception):
         ambiguous: bool = False,
         answer: str | None = None,
     ) -> None:
-        super().__init__(clean_text(message)[:500])
+        super().__init__(redacted(clean_text(message))[:500])
         self.reason = reason
         self.permanent = permanent
         self.retry_after_s = retry_after_s
         self.rate_limited = rate_limited
         self.route_wide = route_wide
         self.ambiguous = ambiguous
-        self.answer = answer_key(answer) if answer is not None else None
+        self.answer = answer_key(redacted(answer)) if answer is not None else None
 
 
 def read_pages(files: Sequence[ArtifactFile]) -> list[bytes]:

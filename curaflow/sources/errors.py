@@ -7,6 +7,7 @@ from enum import StrEnum
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.domain.text import clean_text
+from curaflow.observability.secrets import redacted
 
 
 class SourceError(Exception):
@@ -25,7 +26,9 @@ class SourceError(Exception):
             lift a restriction of the source instance's account), for the logs; None.
 
     The message may quote the source's error text: it is cleaned
-    (:func:`~curaflow.domain.text.clean_text`) so it can be stored and sent.
+    (:func:`~curaflow.domain.text.clean_text`) so it can be stored and sent, and holds
+    none of the secrets the process holds (:func:`~curaflow.observability.secrets.redacted`:
+    the source guard quotes a source's own exception, whose words may quote one).
     """
 
     def __init__(
@@ -39,7 +42,7 @@ class SourceError(Exception):
         status: int | None = None,
         hint: str | None = None,
     ) -> None:
-        super().__init__(clean_text(message))
+        super().__init__(redacted(clean_text(message)))
         self.reason = reason
         self.retryable = retryable
         self.retry_after_s = retry_after_s
@@ -166,7 +169,7 @@ class WorkUnavailable(Exception):
         corroborate: bool = False,
         limit_bytes: int | None = None,
     ) -> None:
-        why = clean_text(why)
+        why = redacted(clean_text(why))
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why

@@ -67,6 +67,7 @@ from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
 from curaflow.observability.logs import get_logger
+from curaflow.observability.secrets import redacted
 from curaflow.outbound import time_left, url_problem
 from curaflow.protocol.keys import storable
 from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
@@ -180,7 +181,8 @@ def _passes(err: BaseException) -> bool:
 
 
 def _attributed(source: str, reason: TerminalReason, what: str, err: Exception) -> SourceError:
-    return SourceError(reason, f"source {source!r} {what} raised {type(err).__name__}: {err}"[:500])
+    # the secrets masked before the cut: a cut through one would leave its start
+    return SourceError(reason, redacted(f"source {source!r} {what} raised {type(err).__name__}: {err}")[:500])
 
 
 class _Body:
@@ -368,9 +370,9 @@ class GuardedSource:
                 ) from None
             raise SourceError(
                 TerminalReason.DOWNLOAD_TIMEOUT,
-                f"source {self.name!r}: the download timed out after {elapsed:.1f} s ({type(err).__name__}: {err})"[
-                    :500
-                ],
+                redacted(
+                    f"source {self.name!r}: the download timed out after {elapsed:.1f} s ({type(err).__name__}: {err})"
+                )[:500],
             ) from None
         except Exception as err:
             if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it

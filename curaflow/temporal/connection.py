@@ -19,16 +19,18 @@ from pydantic import TypeAdapter
 from temporalio import nexus
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
 from temporalio.service import RPCError
 
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
+from curaflow.observability.secrets import hold, redacted
 from curaflow.protocol.json_text import AmbiguousObject, json_text_refusal
 from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JobRunClosed, start_run
 from curaflow.temporal.refusals import as_failure
@@ -217,9 +219,35 @@ def refuse_unreadable_text(payloads: Sequence[Payload]) -> None:
             raise as_failure(refused)
 
 
+class SecretsMaskedFailureConverter(DefaultFailureConverter):
+    """Temporal's failure converter, every message and stack trace of the failure and of
+    each of its causes without the secrets this process holds
+    (:func:`curaflow.observability.secrets.redacted`).
+
+    What an activity (or a workflow) raises reaches Temporal's history with the chain of
+    exceptions it was raised from, each cause's message whole — a library's exception
+    quoting the URL it requested, a route kind's token in its query string, under
+    curaflow's words that named only its type (2026-12-07,
+    ``tests/unit/test_secrets_unwritten.py``, failed first). Reading a failure back
+    (``from_failure``) is Temporal's own.
+    """
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        """See Temporal's :meth:`DefaultFailureConverter.to_failure`; then masks the secrets."""
+        super().to_failure(exception, payload_converter, failure)
+        each: Failure | None = failure
+        while each is not None and each.ByteSize():
+            each.message = redacted(each.message)
+            each.stack_trace = redacted(each.stack_trace)
+            each = each.cause if each.HasField("cause") else None
+
+
 #: The data converter of every curaflow client and worker: pydantic (DESIGN.md decision
-#: 11) with :class:`InputPayloadConverter`.
-DATA_CONVERTER = DataConverter(payload_converter_class=InputPayloadConverter)
+#: 11) with :class:`InputPayloadConverter`, and failures without the process's secrets
+#: (:class:`SecretsMaskedFailureConverter`).
+DATA_CONVERTER = DataConverter(
+    payload_converter_class=InputPayloadConverter, failure_converter_class=SecretsMaskedFailureConverter
+)
 
 
 def dev_server_search_attribute_args() -> list[str]:
@@ -254,6 +282,7 @@ async def connect(
     from curaflow.observability.tracing import client_interceptors
 
     options = connection.connect_kwargs() if connection is not None else {"namespace": namespace}
+    hold(options.get("api_key"))  # masked wherever a library's words quote it
     try:
         return await Client.connect(
             address,

@@ -13,6 +13,7 @@ import httpx
 
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.observability.secrets import hold
 from curaflow.outbound import AnswerTooLarge, Limits, Outbound, as_outbound, configured
 from curaflow.sources.animation import Animation, UnusableAnimation
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
@@ -202,6 +203,7 @@ class PixivClient(ImageRequests):
         Raises:
             SourceError: as :meth:`authenticate`, but ``invalid_grant``.
         """
+        hold(refresh_token)  # a rotated one is no setting: held as it is sent (curaflow.observability.secrets)
         await self._pass_gate()
         try:
             response = await self._out.request(
@@ -255,6 +257,7 @@ class PixivClient(ImageRequests):
                 "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
                 status=response.status_code,
             )
+        hold(body["access_token"], usable_token(body.get("refresh_token")))
         return body
 
     async def _keep_candidate(self, sent: str, answered: object) -> None:
@@ -270,6 +273,7 @@ class PixivClient(ImageRequests):
         rotated = usable_token(answered)
         if rotated is None or rotated in (sent, self._refresh_token, self._configured_token):
             return
+        hold(rotated)
         self._candidate = rotated
         self._unsaved.append(("propose", rotated))
         await self._keep_rotated_token()

@@ -1,0 +1,90 @@
+"""The secrets this process holds, and the one way a text loses them before it is written out.
+
+curaflow never passes a secret to a text it writes itself (a log call, an error's words,
+a stored reason). A secret still reaches such a text in words curaflow did not choose: a
+library's exception quotes what it was given — httpx's ``raise_for_status`` names the
+request's URL, query string included — and a route or source kind of the operator's
+(``route_modules``, ``source_modules``) may let one escape, or quote its own settings.
+curaflow words such a failure by its type or quotes it, and raises its own error *from*
+it; the chain goes where curaflow cannot take it back: Temporal's history (an activity's
+failure with each cause's message and stack trace, shown by the Temporal UI) and the log
+lines (a traceback quotes every exception of its chain). Until 2026-12-07 a route kind's
+token in the URL it requested reached both
+(``tests/unit/test_secrets_unwritten.py``, failed first).
+
+:func:`redacted` replaces, in a text, every value this process holds as a secret by
+:data:`MASK`. The places that write out a text holding words curaflow did not choose call
+it: the failure converter of :data:`curaflow.temporal.connection.DATA_CONVERTER` (every
+failure this process's workers and clients hand Temporal), the log renderer
+(:mod:`curaflow.observability.logs`: the whole line, tracebacks included), and the error
+types whose words are stored and answered (``SourceError``, ``WorkUnavailable``,
+``RouteError``: a source guard's quote of a source's exception is the cell's message).
+
+What is held (:func:`hold`): every secret setting of every configuration the process
+loaded (``curaflow.config.load_settings``: ``Settings.secret_settings`` — the API token,
+the Pixiv refresh tokens, the database password, each route's and source's ``SecretStr``),
+and what a source obtains as it runs (a Pixiv access token, a rotated refresh token). A
+value shorter than :data:`MIN_CHARS` is not held: it would mask the same letters in any
+word and protects nothing. Each value is held as written, without the whitespace around
+it, percent-decoded (a password in ``DATABASE_URL``), as a URL writes it (percent-encoded)
+and as JSON writes it (escaped); a URL held as a
+secret (a Discord webhook's carries its token) also by each path segment and query value
+of at least :data:`URL_PART_CHARS` characters, since a library quotes the URL as it
+normalised it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+#: What stands for a secret in a text written out.
+MASK = "***"
+#: The shortest value held, characters (a credential is far longer: a Pixiv token ~43, a
+#: Telegram bot token ~46, a Discord webhook token 68).
+MIN_CHARS = 6
+#: The shortest part of a URL held as a secret on its own (a path segment, a query value),
+#: characters: a token's length; shorter parts are words (``api``, ``webhooks``, an id).
+URL_PART_CHARS = 16
+
+_lock = threading.Lock()
+#: The held forms, longest first (a URL is masked whole before its parts); replaced whole,
+#: never changed in place, so a reader on another thread sees one tuple or the other.
+_held: tuple[str, ...] = ()
+
+
+def _forms(value: str) -> set[str]:
+    """The ways ``value`` may appear in a text."""
+    forms = {value, value.strip(), unquote(value.strip())}
+    forms |= {quote(form, safe="") for form in list(forms)} | {json.dumps(form)[1:-1] for form in list(forms)}
+    if "://" in value:
+        try:
+            parts = urlsplit(value.strip())
+        except ValueError:
+            return forms
+        pieces = [*parts.path.split("/"), *(v for _, v in parse_qsl(parts.query)), parts.password or ""]
+        forms |= {form for piece in pieces if len(piece) >= URL_PART_CHARS for form in (piece, unquote(piece))}
+    return forms
+
+
+def hold(*values: str | None) -> None:
+    """Hold ``values`` as secrets of this process (``None`` and values shorter than
+    :data:`MIN_CHARS` are skipped); idempotent."""
+    found = {form for value in values if value for form in _forms(value) if len(form) >= MIN_CHARS}
+    if not found:
+        return
+    global _held
+    with _lock:
+        if found <= set(_held):
+            return
+        _held = tuple(sorted(found | set(_held), key=lambda form: (-len(form), form)))
+
+
+def redacted(text: str) -> str:
+    """``text`` with every secret this process holds replaced by :data:`MASK`."""
+    held = _held
+    for secret in held:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
