@@ -16,9 +16,11 @@ token in the URL it requested reached both
 :data:`MASK`. The places that write out a text holding words curaflow did not choose call
 it: the failure converter of :data:`curaflow.temporal.connection.DATA_CONVERTER` (every
 failure this process's workers and clients hand Temporal), the log renderer
-(:mod:`curaflow.observability.logs`: the whole line, tracebacks included), and the error
+(:mod:`curaflow.observability.logs`: the whole line, tracebacks included), the error
 types whose words are stored and answered (``SourceError``, ``WorkUnavailable``,
-``RouteError``: a source guard's quote of a source's exception is the cell's message).
+``RouteError``: a source guard's quote of a source's exception is the cell's message), and
+a failing loop's words (:mod:`curaflow.observability.supervision`: ``/ready``, which
+anyone may ask, and the process's exit reason; :mod:`curaflow.process.readiness`).
 
 What is held (:func:`hold`): every secret setting of every configuration the process
 loaded (``curaflow.config.load_settings``: ``Settings.secret_settings`` — the API token,

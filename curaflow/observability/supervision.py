@@ -45,6 +45,7 @@ from typing import Any
 
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.observability.secrets import redacted
 
 log = get_logger("curaflow.observability.supervision")
 
@@ -253,7 +254,7 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                error = f"{type(err).__name__}: {err}"
+                error = redacted(f"{type(err).__name__}: {err}")  # /ready and the exit reason say it
                 if not self.stop.is_set():
                     log.error("background.loop_failed", loop=name, error=error, exc_info=err)
             finally:
@@ -350,8 +351,8 @@ class Supervisor:
                 return
             state.errors += 1
             state.failures += 1
-            state.last_error = (
-                f"{type(error).__name__}: {error}" if error is not None else "returned while the process runs"
+            state.last_error = (  # /ready says it (no token asked), and the exit reason
+                redacted(f"{type(error).__name__}: {error}") if error is not None else "returned while the process runs"
             )
             metrics.record_background_error(state.name)
             # Down since the failures began, not since the last ok(): a loop that ticks less

@@ -23,12 +23,14 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
+from curaflow.observability.secrets import redacted
+
 #: Bound of one readiness check, seconds (a check that hangs is a failed check).
 CHECK_TIMEOUT_S = 2.0
 
 
 def _failed(err: BaseException) -> str:
-    text = str(err).strip()
+    text = redacted(str(err).strip())  # an answer to anyone who asks: no secret the process holds
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 

@@ -207,3 +207,29 @@ async def test_the_tokens_a_pixiv_client_obtains_as_it_runs_are_held() -> None:
         await pixiv.authenticate()
     said = f"Illegal header value b'Bearer {access}'; refresh {rotated}; sent sent-Mn4bV6cX8zQ1wE3r"
     assert redacted(said) == "Illegal header value b'Bearer ***'; refresh ***; sent ***"
+
+
+async def test_a_failing_loops_words_in_ready_and_in_the_exit_reason_hold_no_held_secret() -> None:
+    """``/ready`` (no token asked) names a failing loop's last error, and the process's
+    exit reason its failure: an exception of a library quoting a secret was both."""
+    import asyncio
+
+    from curaflow.observability.supervision import Beat, SupervisionPolicy, Supervisor
+    from tests.support import eventually
+
+    secret = "loop-secret-Wz5xC7vB9nM2"
+    hold(secret)
+    stop, reasons = asyncio.Event(), []
+    supervisor = Supervisor(
+        stop, SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.04, fatal_after_s=0.3), on_fatal=reasons.append
+    )
+
+    async def body(beat: Beat) -> None:
+        raise OSError(f"refused: https://collector.example/v1?key={secret}")
+
+    supervisor.loop("unit-secret", body)
+    await eventually(lambda: bool(reasons), timeout_s=5.0, interval_s=0.005)
+    detail = str(supervisor.checks()["loop:unit-secret"])
+    assert "OSError" in detail and secret not in detail, detail
+    assert "OSError" in reasons[0] and secret not in reasons[0], reasons
+    await supervisor.close()
