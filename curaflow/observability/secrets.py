@@ -43,9 +43,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 #: What stands for a secret in a text written out.
 MASK = "***"
-#: The shortest value held, characters (a credential is far longer: a Pixiv token ~43, a
-#: Telegram bot token ~46, a Discord webhook token 68).
-MIN_CHARS = 6
+#: The shortest value held, characters: a credential is far longer (a Pixiv token ~43, a
+#: Telegram bot token ~46, a Discord webhook token 68); a shorter value is a word — the
+#: Pixiv replay's stand-in refresh token is ``replay``, which would mask that word in
+#: every line of a replay worker.
+MIN_CHARS = 8
 #: The shortest part of a URL held as a secret on its own (a path segment, a query value),
 #: characters: a token's length; shorter parts are words (``api``, ``webhooks``, an id).
 URL_PART_CHARS = 16

@@ -168,8 +168,9 @@ def test_a_secret_shorter_than_a_credential_is_not_masked(tmp_path: Path) -> Non
 
     hold("abc")
     assert redacted("abc is not masked") == "abc is not masked"
-    hold("z" * MIN_CHARS)
-    assert redacted("z" * MIN_CHARS) == "***"
+    shortest = "Qx7Wq2Lp9Vb3Nm5K"[:MIN_CHARS]  # no run of letters another test writes
+    hold(shortest)
+    assert redacted(f"key {shortest}.") == "key ***."
 
 
 def test_a_console_traceback_masks_a_secret_longer_than_the_terminal(
@@ -233,3 +234,19 @@ async def test_a_failing_loops_words_in_ready_and_in_the_exit_reason_hold_no_hel
     assert "OSError" in detail and secret not in detail, detail
     assert "OSError" in reasons[0] and secret not in reasons[0], reasons
     await supervisor.close()
+
+
+async def test_the_replays_stand_in_token_is_no_secret_to_mask() -> None:
+    """A replay worker sends ``replay`` as its refresh token and gets it back: held, it
+    would mask the word in every line and failure of the replay (the README's first run)."""
+    from curaflow.observability.secrets import redacted
+    from curaflow.sources.pixiv.client import PixivClient
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, json={"access_token": "replay-access-Hy6tR4eW2q", "refresh_token": "replay", "expires_in": 3600}
+        )
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+        await PixivClient(http, refresh_token="replay", auth_url="http://api.test").authenticate()
+    assert redacted("source: the recorded Pixiv replay") == "source: the recorded Pixiv replay"
