@@ -230,6 +230,73 @@ def undefined_status_error(route: str, status: int, reason: TerminalReason) -> R
     )
 
 
+#: Statuses Cloudflare answers itself when it never handed the request to the origin server
+#: behind it (Cloudflare's docs, "Cloudflare 5xx errors"): ``521`` web server is down (the
+#: origin refused the connection), ``522`` connection timed out, ``523`` origin is
+#: unreachable, ``525`` SSL handshake failed, ``526`` invalid SSL certificate.
+CLOUDFLARE_NOT_SENT = frozenset({521, 522, 523, 525, 526})
+#: Statuses Cloudflare answers itself after the origin had the request (same docs): ``520``
+#: the origin answered something Cloudflare could not read (empty, reset, malformed),
+#: ``524`` the origin took the request and sent no answer in time. It may have processed it.
+CLOUDFLARE_MAYBE_PROCESSED = frozenset({520, 524})
+#: ``Server`` values Cloudflare's edge writes (``cloudflare``; ``cloudflare-nginx`` on older
+#: zones), read in any case, blanks around.
+CLOUDFLARE_SERVERS = frozenset({"cloudflare", "cloudflare-nginx"})
+
+
+def cloudflares_answer(headers: httpx.Headers) -> bool:
+    """Whether an answer's ``headers`` say it came through Cloudflare's edge: a ``Server``
+    Cloudflare writes (:data:`CLOUDFLARE_SERVERS`) or a ``CF-RAY`` (the id Cloudflare gives
+    every request it handles), either alone: a proxy between curaflow and Cloudflare may
+    rewrite ``Server`` and keep ``CF-RAY``."""
+    server = headers.get("server", "").strip().lower()
+    return server in CLOUDFLARE_SERVERS or bool(headers.get("cf-ray", "").strip())
+
+
+def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReason) -> RouteError | None:
+    """The one reading every route gives a 52x that Cloudflare answered itself about the
+    origin behind it (:func:`cloudflares_answer`), before its body or the route's own table
+    is read; None for any other answer (another status, or one no header says is
+    Cloudflare's: the route's own reading — a 5xx not the platform's, which may follow a
+    post).
+
+    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526): the request never reached the
+      receiver — one attempt, retried, *not* ambiguous (no duplicate possible, on an
+      at-most-once route too), no answer of the receiver's (never counted in a streak).
+    * :data:`CLOUDFLARE_MAYBE_PROCESSED` (520, 524): the receiver had the request and may
+      have acted on it — *ambiguous* (the webhook retried with the same ``webhook-id`` and
+      remembered as possibly delivered; Telegram and Discord as ``on_ambiguous`` says), its
+      answer kept for an at-most-once route's streak.
+
+    Until 2026-12-07 Discord and Telegram read every one of them as a gateway error that may
+    have posted (a work behind a Cloudflare whose origin was down ended
+    ``delivery_unknown``, blocked on the route for good), and the webhook route read 520 and
+    524 as the receiver's own 5xx that processed nothing (offered again, once attempts ran
+    out, under another ``webhook-id``).
+
+    Args:
+        route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
+        response: the answer (its status and headers; the body is not read).
+        reason: the route's reason for a failed attempt (``delivery_failed``, ``telegram_failed``).
+    """
+    status = response.status_code
+    if status not in CLOUDFLARE_NOT_SENT | CLOUDFLARE_MAYBE_PROCESSED or not cloudflares_answer(response.headers):
+        return None
+    if status in CLOUDFLARE_NOT_SENT:
+        return RouteError(
+            reason,
+            f"{route}: HTTP {status} from Cloudflare in front of the receiver: the origin was never reached "
+            "(down, unreachable, its connection or TLS refused); not sent, retried",
+        )
+    return RouteError(
+        reason,
+        f"{route}: HTTP {status} from Cloudflare in front of the receiver: the origin had the request and its "
+        "answer was lost; it may have been processed, outcome unknown",
+        ambiguous=True,
+        answer=f"HTTP {status} (Cloudflare: the origin had the request)",
+    )
+
+
 class RouteError(Exception):
     """A delivery attempt that did not confirm.
 

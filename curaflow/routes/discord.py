@@ -39,7 +39,11 @@ gateway's JSON) holds the whole route (``route_wide``: the route cools down); Di
 own JSON 5xx (``{"code", "message"}``, :func:`is_discords_error`) → retried; a gateway
 error (502, 504) or any 5xx that is not Discord's error JSON (Cloudflare's HTML page, a
 proxy's JSON of another shape) → *ambiguous* (the gateway may have forwarded the
-request); a status HTTP does not define (600–999), whatever its body — Discord's error
+request) — save Cloudflare's own 521, 522, 523, 525 and 526 (its ``Server: cloudflare`` or
+``CF-RAY``: Discord was never reached) → retried, not ambiguous, on an at-most-once route
+too (:func:`~curaflow.routes.base.cloudflare_error`, the one reading of every route; until
+2026-12-07 ambiguous, the work ``delivery_unknown`` for good; its 520 and 524, after which
+Discord may have posted, stay ambiguous); a status HTTP does not define (600–999), whatever its body — Discord's error
 shape included — → *ambiguous* too, the one reading of every route
 (:func:`~curaflow.routes.base.undefined_status_error`; until 2026-12-07 one in Discord's
 shape was ``route_refused``); a 4xx Discord says is about the content
@@ -81,6 +85,7 @@ from curaflow.routes.base import (
     DeliveryRequest,
     RouteError,
     RouteSettings,
+    cloudflare_error,
     read_pages,
     refusal_answered,
     remote_id_of,
@@ -291,6 +296,9 @@ class DiscordRoute:
                 ) from err
             response = refused
         status = response.status_code
+        cloudflare = cloudflare_error("discord", response, TerminalReason.DELIVERY_FAILED)
+        if cloudflare is not None:
+            raise cloudflare  # Cloudflare's own 52x about Discord behind it: the one reading of every route
         try:
             body = response.json() if response.content else None
         except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses

@@ -64,6 +64,11 @@ the Bot API's 400 (``error_code`` 400) with   the chat became a supergroup: swit
 ``parameters.migrate_to_chat_id`` a           new id and send again (once); in any other
 supergroup's id (``-100…``)                   answer, or to another id, never followed
 JSON 5xx other than 502/504                   retried (Telegram did not post it)
+Cloudflare's own 521, 522, 523, 525, 526      retried, not ambiguous: the Bot API server
+(``Server: cloudflare`` or ``CF-RAY``: a      was never reached (``cloudflare_error`` in
+Bot API server behind Cloudflare)             :mod:`curaflow.routes.base`; until
+                                              2026-12-07 ambiguous); its 520, 524 stay
+                                              ambiguous
 a status HTTP does not define (600–999),      *ambiguous*, as a 5xx not the Bot API's
 whatever its body (the Bot API's shape too)   (RFC 9110 §15; ``undefined_status_error``
                                               in :mod:`curaflow.routes.base`, every
@@ -135,6 +140,7 @@ from curaflow.routes.base import (
     DeliveryRequest,
     RouteError,
     RouteSettings,
+    cloudflare_error,
     read_pages,
     refusal_answered,
     remote_id_of,
@@ -583,6 +589,9 @@ class TelegramRoute:
             undefined = undefined_status_error(f"telegram {method}", status, TerminalReason.TELEGRAM_FAILED)
             if undefined is not None:
                 raise undefined  # a status HTTP does not define: whatever its body, not the Bot API's
+            cloudflare = cloudflare_error(f"telegram {method}", response, TerminalReason.TELEGRAM_FAILED)
+            if cloudflare is not None:
+                raise cloudflare  # Cloudflare's own 52x about the Bot API server behind it
             try:
                 body = response.json()
             except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses

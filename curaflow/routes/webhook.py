@@ -29,6 +29,10 @@ only when the receiver says the work is the problem):
                         ``queued`` (the receiver holds it: retried with the same
                         key, remembered as possibly delivered)
 409                     the receiver already had it: duplicate
+Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
+522, 523, 525, 526 /    the receiver had it: one attempt, *ambiguous*
+520, 524                (:func:`~curaflow.routes.base.cloudflare_error`, the one
+                        reading of every route)
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
@@ -86,6 +90,7 @@ from curaflow.routes.base import (
     DeliveryRequest,
     RouteError,
     RouteSettings,
+    cloudflare_error,
     header_value,
     read_pages,
     refusal_answered,
@@ -383,6 +388,9 @@ class WebhookRoute:
         undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED)
         if undefined is not None:
             raise undefined  # a status HTTP does not define: the one reading of every route
+        cloudflare = cloudflare_error("webhook", response, TerminalReason.DELIVERY_FAILED)
+        if cloudflare is not None:
+            raise cloudflare  # Cloudflare's own 52x about the receiver behind it: the one reading of every route
         if status == 409:
             return DeliveryReceipt(duplicate=True, remote_status="409")
         if 200 <= status < 300:

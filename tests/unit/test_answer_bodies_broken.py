@@ -168,6 +168,23 @@ async def test_a_server_error_whose_body_breaks_may_have_posted(
     assert err.ambiguous, str(err)
 
 
+@pytest.mark.parametrize("route_of", ROUTES, ids=["telegram", "discord", "webhook"])
+async def test_cloudflares_origin_never_reached_whose_body_breaks_is_not_sent(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any]
+) -> None:
+    # Cloudflare's 522 page cut short: its status and headers came, and they say the
+    # origin was never reached (curaflow.routes.base.cloudflare_error) — one attempt, not
+    # sent, on an at-most-once route too (until 2026-12-07: a gateway error, the work
+    # `delivery_unknown` on Telegram and Discord).
+    page = b"<html><head><title>522: Connection timed out</title></head><body>cloudflare</body></html>"
+    headers = (("server", "cloudflare"), ("cf-ray", "8a1b2c3d4e5f6071-LAX"), ("content-type", "text/html"))
+    party.default = broken("cut", 522, page, headers=headers)
+    err = await failure(route_of, party, tmp_path)
+    assert not err.ambiguous and not err.permanent and "Cloudflare" in str(err), str(err)
+    verdict = verdict_of(err, resend_safe=route_of is webhook)
+    assert not verdict.final and not verdict.unknown
+
+
 @pytest.mark.parametrize("label", ["br", "x-unheard-of"])
 async def test_a_204_labelled_with_a_coding_curaflow_does_not_decode_is_read_as_a_204(
     party: HostileParty, tmp_path: Path, label: str

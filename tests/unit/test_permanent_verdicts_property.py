@@ -85,7 +85,8 @@ WH_WORK_STATUSES = {415, 422}
 
 STATUSES = st.one_of(
     st.sampled_from([200, 201, 204, 301, 302, 304, 307, 400, 401, 403, 404, 405, 408, 409, 410, 413, 415]),
-    st.sampled_from([418, 421, 422, 425, 429, 451, 499, 500, 501, 502, 503, 504, 520, 521, 524, 599]),
+    st.sampled_from([418, 421, 422, 425, 429, 451, 499, 500, 501, 502, 503, 504, 520, 521, 522, 523, 524, 525]),
+    st.sampled_from([526, 599]),
     st.integers(200, 599),
     st.integers(600, 999),
 )
@@ -135,6 +136,9 @@ CONTENT_TYPES = st.one_of(
 )
 SCOPES = st.one_of(st.none(), st.sampled_from(["user", "global", "shared", "GLOBAL", "Shared", "", "bogus"]))
 GLOBAL_HEADERS = st.one_of(st.none(), st.sampled_from(["true", "false", "True", " FALSE ", "1", "0", "", "yes"]))
+#: What stands in front of the receiver says who it is: Cloudflare's `Server` and `CF-RAY`.
+SERVERS = st.one_of(st.none(), st.sampled_from(["cloudflare", "CloudFlare", "nginx", "cloudflare-like", ""]))
+CF_RAYS = st.one_of(st.none(), st.sampled_from(["8a1b2c3d4e5f6071-LAX", "", " "]))
 
 JSON_LEAVES = st.one_of(
     st.none(),
@@ -298,7 +302,20 @@ def answers(
         headers["x-ratelimit-scope"] = scope
     if (said_global := draw(GLOBAL_HEADERS)) is not None:
         headers["x-ratelimit-global"] = said_global
+    if (server := draw(SERVERS)) is not None:
+        headers["server"] = server
+    if (ray := draw(CF_RAYS)) is not None:
+        headers["cf-ray"] = ray
     return status, headers, draw(bodies(platform))
+
+
+def cloudflares(status: int, headers: dict[str, str]) -> str | None:
+    """What Cloudflare in front of the receiver said of the origin, by its docs ("Cloudflare 5xx
+    errors"): ``not_sent`` (521, 522, 523, 525, 526: never reached), ``maybe`` (520, 524: the
+    origin had the request); None when the answer is not Cloudflare's own 52x."""
+    if headers.get("server", "").strip().lower() != "cloudflare" and not headers.get("cf-ray", "").strip():
+        return None
+    return "not_sent" if status in (521, 522, 523, 525, 526) else "maybe" if status in (520, 524) else None
 
 
 # ---- driving a route --------------------------------------------------------------------------------
@@ -368,6 +385,16 @@ def assert_cheap(err: RouteError, status: int) -> None:
         assert err.reason == TerminalReason.DELIVERY_REJECTED
 
 
+def assert_cloudflares_word(err: RouteError, status: int, headers: dict[str, str]) -> None:
+    """Cloudflare's own 52x is read the same on every route: never reached → one attempt,
+    not sent (never ambiguous, never permanent); the origin had it → ambiguous."""
+    said = cloudflares(status, headers)
+    if said == "not_sent":
+        assert not err.ambiguous and not err.permanent and not err.rate_limited and err.answer is None, err
+    if said == "maybe":
+        assert err.ambiguous and not err.permanent, err
+
+
 def answer_of(status: int, headers: dict[str, str], body: bytes) -> Callable[[httpx.Request], httpx.Response]:
     return lambda _req: httpx.Response(status, headers=headers, content=body)
 
@@ -413,6 +440,7 @@ def test_telegram_permanent_verdicts_come_only_from_the_recognised_table(
         return
     err = outcome
     assert_cheap(err, status)
+    assert_cloudflares_word(err, status, headers)
     if err.reason == TerminalReason.DELIVERY_REJECTED:
         assert tg_recognised_work_refusal(status, data), (status, body[:300], str(err))
     if err.ambiguous:
@@ -421,7 +449,7 @@ def test_telegram_permanent_verdicts_come_only_from_the_recognised_table(
     # envelope with `ok: false` and the status as `error_code`), may follow a post.
     own = isinstance(data, dict) and data.get("ok") is False and is_int(data.get("error_code"))
     own = own and data.get("error_code") == status
-    if 200 <= status < 300 or (500 <= status < 600 and not own):
+    if 200 <= status < 300 or (500 <= status < 600 and not own and cloudflares(status, headers) != "not_sent"):
         assert err.ambiguous, (status, body[:300], str(err))
     # A 429 not the Bot API's own is a gateway's limit: the whole route cools down (capped).
     if err.route_wide:
@@ -488,6 +516,7 @@ def test_discord_permanent_verdicts_come_only_from_the_recognised_table(
         return
     err = outcome
     assert_cheap(err, status)
+    assert_cloudflares_word(err, status, headers)
     if err.reason == TerminalReason.DELIVERY_REJECTED:
         assert dc_recognised_work_refusal(status, data), (status, body[:300], str(err))
     if err.ambiguous:
@@ -542,10 +571,13 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
         return
     err = outcome
     assert_cheap(err, status)
+    assert_cloudflares_word(err, status, headers)
     if err.reason == TerminalReason.DELIVERY_REJECTED:
         assert status in WH_WORK_STATUSES or (200 <= status < 300 and word == "rejected"), (status, body[:200])
-    if err.ambiguous:  # a gateway error, a status HTTP does not define, the receiver holding it
-        assert status in (502, 504) or status >= 600 or word in {"pending", "queued"}, (status, word)
+    # a gateway error, a status HTTP does not define, Cloudflare saying it had it, the receiver holding it
+    if err.ambiguous:
+        maybe = cloudflares(status, headers) == "maybe"
+        assert status in (502, 504) or status >= 600 or maybe or word in {"pending", "queued"}, (status, word)
     if word in {"pending", "queued"}:
         assert err.ambiguous and not err.permanent, (word, str(err))
     if 500 <= status < 600 or status in (408, 421, 425, 429):
