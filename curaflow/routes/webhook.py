@@ -21,13 +21,21 @@ Receiver contract (the answer decides the cell, :func:`classify`; the work is bl
 only when the receiver says the work is the problem):
 
 =====================  =======================================================
-2xx                     delivered — unless the body, labelled JSON (in any
-                        case), reports ``status``
-                        ``rejected`` (the work refused for good), ``failed`` /
-                        ``error`` (the receiver's own failure: ``route_refused``,
-                        the work held back, never refused) or ``pending`` /
-                        ``queued`` (the receiver holds it: retried with the same
-                        key, remembered as possibly delivered)
+2xx                     delivered when it says no word (no body, a body not
+                        labelled JSON or not JSON, no ``status``, ``null``) or
+                        one saying it has it (:data:`ACCEPTED_WORDS`:
+                        ``accepted``, ``ok``, ``success`` …, or a 2xx echoed,
+                        ``200``); a duplicate for ``duplicate`` /
+                        ``duplicate_existing``. The body, labelled JSON (in any
+                        case), with ``status`` (trimmed, any case:
+                        :func:`status_word`) ``rejected``: the work refused for
+                        good; ``failed`` / ``error``: the receiver's own failure
+                        (``route_refused``, the work held back, never refused);
+                        ``pending`` / ``queued`` / ``submitted`` — or **any
+                        other word** (reference §4.1, "unknown 2xx word →
+                        retry"; until 2026-12-07 a delivery) —: one attempt,
+                        *ambiguous*, retried with the same key, remembered as
+                        possibly delivered
 409                     the receiver already had it: duplicate
 Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
 522, 523, 525, 526 /    the receiver had it: one attempt, *ambiguous*
@@ -160,15 +168,71 @@ class WebhookRouteConfig(RouteSettings):
 #: Unsupported Media Type), its content (422 Unprocessable Content).
 WORK_STATUSES = (415, 422)
 
+#: A 2xx ``status`` saying the receiver has the delivery: the reference's acknowledgements
+#: (``accepted``, ``idempotent_replay``: reference §1.3, "2xx + explicit success word →
+#: delivered", §4.1), JSend's ``success`` and the plain words a receiver says it took or
+#: did it with. Read as :func:`status_word` spells it; a 2xx that says no word at all is a
+#: delivery too (:meth:`WebhookRoute._business_status`).
+ACCEPTED_WORDS = frozenset(
+    {
+        "accepted",
+        "idempotent_replay",
+        "success",
+        "succeeded",
+        "ok",
+        "delivered",
+        "received",
+        "created",
+        "processed",
+        "done",
+        "completed",
+        "stored",
+    }
+)
+#: A 2xx ``status`` saying the receiver already had it (reference §1.3: ``duplicate_existing``
+#: → the ledger's ``duplicate``): as a 409.
+DUPLICATE_WORDS = frozenset({"duplicate", "duplicate_existing"})
 #: A 2xx ``status`` by which a receiver refuses the work itself: the only word that names
 #: the act (DESIGN.md "Safe defaults at the edges": a 2xx saying ``rejected``).
-REJECTED_WORDS = {"rejected"}
+REJECTED_WORDS = frozenset({"rejected"})
 #: A 2xx ``status`` saying only that something failed: no work is named — JSend's
 #: ``error`` is the server's own failure, ``failed`` says no why — so it is the route's
 #: (``route_refused``: the work held back, the refusal streak), never the work refused
 #: for good (until 2026-12-05 both refused the work for good on the route).
-FAILED_WORDS = {"failed", "error"}
-PENDING_WORDS = {"pending", "queued"}
+FAILED_WORDS = frozenset({"failed", "error"})
+#: A 2xx ``status`` saying the receiver holds the delivery, not done yet (reference §4.1:
+#: ``pending/queued/submitted`` → retry with the same key).
+PENDING_WORDS = frozenset({"pending", "queued", "submitted"})
+#: Characters of a word never seen that its message quotes.
+WORD_QUOTED_MAX = 64
+
+
+def status_word(value: object) -> str | None:
+    """A receiver's ``status`` as curaflow reads it: text trimmed of blanks and case-folded
+    (``" Rejected\n"`` → ``rejected``; until 2026-12-07 only lowercased, and ``"rejected "``
+    read as no word of curaflow's: a delivery); an HTTP status echoed as a number
+    (``200``) → its digits; JSON ``null`` (or no ``status``) → None, no word said; any other
+    value — ``true`` / ``false``, another number, an object, a list — → a word no set holds
+    (``true``, ``<a JSON object>``): a word never seen."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().casefold()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and 0 <= value < 1000:
+        return str(value)
+    # Named by its JSON type, never written back (an integer of 4 000 digits, an object
+    # nested as deep as the parser went): a word never seen all the same.
+    kind = "number" if isinstance(value, int | float) else "array" if isinstance(value, list) else "object"
+    return f"<a JSON {kind}>"
+
+
+def accepted(word: str) -> bool:
+    """Whether ``word`` (:func:`status_word`) says the receiver has the delivery: one of
+    :data:`ACCEPTED_WORDS`, or a 2xx status echoed (``200``, ``"202"``: it says what the
+    answer's own 2xx says)."""
+    return word in ACCEPTED_WORDS or (len(word) == 3 and word.isascii() and word.isdigit() and word[0] == "2")
 
 
 def describe_body(request: DeliveryRequest) -> dict[str, Any]:
@@ -395,6 +459,10 @@ class WebhookRoute:
             return DeliveryReceipt(duplicate=True, remote_status="409")
         if 200 <= status < 300:
             word, remote_id = self._business_status(response)
+            if word is None or accepted(word):
+                return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
+            if word in DUPLICATE_WORDS:
+                return DeliveryReceipt(duplicate=True, remote_id=remote_id, remote_status=str(status))
             if word in REJECTED_WORDS:
                 raise RouteError(
                     TerminalReason.DELIVERY_REJECTED,
@@ -424,7 +492,17 @@ class WebhookRoute:
                     ambiguous=True,
                     answer=f"HTTP 2xx status {word}",
                 )
-            return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
+            # A word curaflow has never seen (reference §4.1: "unknown 2xx word → retry"):
+            # the receiver said something other than that it has the delivery, and it may
+            # have it — one attempt, read as `pending` is: ambiguous, retried with the
+            # same webhook-id. Until 2026-12-07 it was a delivery for good
+            # (`submitted`, the reference's own word for a delivery not yet done, too).
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED,
+                f"webhook answered {status} with status {word[:WORD_QUOTED_MAX]!r}, a word curaflow does not know; "
+                "retried with the same webhook-id (answer a 2xx with no status, or 'accepted', for a delivery)",
+                ambiguous=True,
+            )
         raise classify(status, response.headers.get("retry-after"))
 
     @staticmethod
@@ -440,9 +518,8 @@ class WebhookRoute:
             return None, None
         if not isinstance(data, dict):
             return None, None
-        word = data.get("status")
         remote = data.get("id") or data.get("remote_id")
-        return (str(word).lower() if isinstance(word, str) else None), remote_id_of(remote)
+        return status_word(data.get("status")), remote_id_of(remote)
 
 
 def classify(status: int, retry_after: str | None) -> RouteError:
