@@ -361,6 +361,9 @@ def test_an_image_answer_costs_its_work_more_than_an_attempt_only_as_the_table_s
     elif isinstance(outcome, SourceError):
         assert outcome.retryable, outcome
         if outcome.reason is TerminalReason.RATE_LIMITED:
-            assert status in (403, 429), status
+            # HTTP 429, or Pixiv's words in an error under a 2xx or a 4xx (reference §2.5:
+            # classify by body, not status) — never under a 5xx or a redirect
+            spoken = 200 <= status < 300 or 400 <= status < 500
+            assert status == 429 or (spoken and b"rate limit" in body.lower()), (status, body[:64])
     else:
         assert 200 <= status < 300, status
