@@ -18,6 +18,7 @@ The ``record_*`` helpers are the only places that know label names; they never r
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -186,20 +187,32 @@ ROUTE_PAUSES = Counter(
     "answer (curaflow.ledger.route_gates); each pause is counted once. Lift with `curaflow routes resume`.",
     ["route", "kind"],
 )
+#: How many distinct ``name`` label values of one ``kind`` a process gives series of their
+#: own to (:class:`MismatchNames`): a rolling change leaves a few names unknown to a
+#: worker, never this many — a job's input is written by any Temporal client of the
+#: namespace, and the names it makes up are counted under :data:`CONFIG_MISMATCH_OTHER`.
+CONFIG_MISMATCH_NAMES_MAX = 16
+#: The ``name`` label value of the configuration mismatches past
+#: :data:`CONFIG_MISMATCH_NAMES_MAX` distinct names of a kind: no route or ``[sources]``
+#: name has this shape (``ID_PATTERN``; a Pixiv account so named would share it).
+CONFIG_MISMATCH_OTHER = "(other)"
 CONFIG_MISMATCHES = Counter(
     "curaflow_config_mismatch_total",
     "Step attempts that met a route (kind 'route') or a source account (kind 'source') the job "
     "names and this process does not know — not configured here, or its kind not registered in "
     "this process: the processes' configurations differ (a rolling change). Each costs one "
     "attempt of the step, retried with a backoff; the name is the job's own (from the "
-    "configuration of the process that admitted it).",
+    "configuration of the process that admitted it, or whatever a Temporal client wrote in the job's "
+    f"input); a process gives the first {CONFIG_MISMATCH_NAMES_MAX} names of each kind a series of their "
+    f"own and counts the rest under name '{CONFIG_MISMATCH_OTHER}' (the config.mismatch log line names each).",
     ["kind", "name"],
 )
 CONFIG_MISMATCH_LAST = Gauge(
     "curaflow_config_mismatch_last_seconds",
     "When this process last met a route or source account a job names and it does not know "
-    "(Unix time, seconds; kind 'route' | 'source'). A gauge, so the alert sees the first one of a "
-    "long-running process (a counter series born at 1 shows no increase).",
+    f"(Unix time, seconds; kind 'route' | 'source'; names beyond the first {CONFIG_MISMATCH_NAMES_MAX} of a "
+    f"kind under '{CONFIG_MISMATCH_OTHER}', as curaflow_config_mismatch_total). A gauge, so the alert sees "
+    "the first one of a long-running process (a counter series born at 1 shows no increase).",
     ["kind", "name"],
 )
 #: The values of ``curaflow_config_mismatch_total``'s ``kind`` label.
@@ -628,14 +641,50 @@ def record_route_paused(route: str, kind: str) -> None:
     ROUTE_PAUSES.labels(route=route, kind=kind).inc()
 
 
+class MismatchNames:
+    """The ``name`` label values of the configuration mismatches of this process: the first
+    :data:`CONFIG_MISMATCH_NAMES_MAX` distinct names (cut at :data:`CONFIG_MISMATCH_NAME_MAX`)
+    of each kind, held for the life of the process (their series live as long), and
+    :data:`CONFIG_MISMATCH_OTHER` for any other.
+
+    The name is read from the job's input before the step opens, and any Temporal client of
+    the namespace writes a job's input (a start under an admitted job's id with an edited
+    ``JobInput`` is refused only when the step opens, ``activities.caller``): until
+    2026-12-07 each name made up became two series for good, without bound. Thread-safe
+    (activities run in the event loop and in threads).
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def label(self, kind: str, name: str) -> str:
+        """The label value ``name`` of ``kind`` is counted under (taking a free slot for it)."""
+        cut = name[:CONFIG_MISMATCH_NAME_MAX]
+        with self._lock:
+            held = self._held.setdefault(kind, set())
+            if cut in held:
+                return cut
+            if len(held) < CONFIG_MISMATCH_NAMES_MAX:
+                held.add(cut)
+                return cut
+        return CONFIG_MISMATCH_OTHER
+
+
+_MISMATCH_NAMES = MismatchNames()
+
+
 @_safe
 def record_config_mismatch(kind: str, name: str, at_s: float) -> None:
     """Count one step attempt that met a route or source account the job names and this
     process does not know (``kind``: ``route`` | ``source``; ``name``: the job's — a name of
-    the configuration of the process that admitted it, cut at
-    :data:`CONFIG_MISMATCH_NAME_MAX`), and remember when (``at_s``: Unix time, seconds) for
-    the alert ``CuraflowConfigurationMismatch``."""
-    label = name[:CONFIG_MISMATCH_NAME_MAX]
+    the configuration of the process that admitted it, or one a Temporal client made up),
+    and remember when (``at_s``: Unix time, seconds) for the alert
+    ``CuraflowConfigurationMismatch``. The label is ``name`` cut at
+    :data:`CONFIG_MISMATCH_NAME_MAX` while it is one of the first
+    :data:`CONFIG_MISMATCH_NAMES_MAX` of its kind this process met, else
+    :data:`CONFIG_MISMATCH_OTHER` (:class:`MismatchNames`)."""
+    label = _MISMATCH_NAMES.label(kind, name)
     CONFIG_MISMATCHES.labels(kind=kind, name=label).inc()
     CONFIG_MISMATCH_LAST.labels(kind=kind, name=label).set(at_s)
 

@@ -468,6 +468,19 @@ GAUGE_CASES: list[dict[str, Any]] = [
             ("30m", None),
         ],
     },
+    {  # made-up names past the process's bound page under one series, and clear like any
+        # (curaflow.observability.metrics.CONFIG_MISMATCH_OTHER)
+        "name": "CuraflowConfigurationMismatch: names past the bound page as (other)",
+        "alert": "CuraflowConfigurationMismatch",
+        "series": [
+            ('curaflow_config_mismatch_last_seconds{kind="route",name="(other)",instance="w1"}', "_x3 180x20"),
+        ],
+        "expect": [
+            ("2m", None),
+            ("5m", {"severity": "page", "kind": "route", "name": "(other)"}),
+            ("19m", None),
+        ],
+    },
     {  # the worker that met it restarted with the new configuration: its series is gone
         "name": "CuraflowConfigurationMismatch: the old worker restarted",
         "alert": "CuraflowConfigurationMismatch",
