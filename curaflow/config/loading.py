@@ -44,6 +44,10 @@ def settings_class(toml_path: Path | None) -> type[Settings]:
 
 #: What a source holds nowhere at a key.
 _ABSENT = object()
+#: The key a tagged union of the settings tells its members apart by, whose value
+#: pydantic puts in an error's location below the table: a route's ``kind``
+#: (:func:`curaflow.routes.registry.parse_route_configs`).
+TAG_FIELD = "kind"
 
 
 def _child(node: Any, key: str | int) -> Any:
@@ -76,7 +80,10 @@ def _holders(sources: list[tuple[Any, Any]], loc: Loc) -> tuple[list[tuple[Any, 
         sources: ``(source, its data)``, highest precedence first.
         loc: the location; a key of it no source holds, followed by one they do, is a
             union's tag (a route's kind: ``routes.out.directory.bogus``) and is skipped;
-            keys left below a value that is no table are the names of a union's members.
+            one that ends the location and is the table's :data:`TAG_FIELD` is a tag too,
+            and the error is the whole table's (``routes.out.webhook``: a rule of the
+            kind's model as a whole); keys left below a value that is no table are the
+            names of a union's members.
 
     Returns:
         ``(sources, path, whole)``: the sources holding the deepest part of ``loc`` that
@@ -94,6 +101,11 @@ def _holders(sources: list[tuple[Any, Any]], loc: Loc) -> tuple[list[tuple[Any, 
         below = loc[position + 1 : position + 2]
         if below and any(_child(node, below[0]) is not _ABSENT for _, node in live):
             continue  # a tag
+        if not below and any(_child(node, TAG_FIELD) == key for _, node in live):
+            # The tag ends the location: the member's own rule, about its whole table
+            # (a route's destination unreadable, ``routes.out.webhook``). Until 2026-12-07
+            # it was named the default, whichever sources made the table.
+            return live, tuple(path), True
         if live and not any(isinstance(node, dict | list) for _, node in live):
             return live, tuple(path), True  # member names below a value
         return live, tuple(path), False

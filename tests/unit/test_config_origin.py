@@ -57,6 +57,17 @@ FILE_ERRORS = [
         "  - routes.out.directory.bogus: Extra inputs",
     ),
     (
+        "a route's own rule (a webhook url holding a tab)",
+        '[routes.out]\nkind = "webhook"\nurl = "https://hooks.example/a\\tb"\n'
+        'secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"\n',
+        "  - routes.out.webhook: Value error, not a URL",
+    ),
+    (
+        "a route's own rule (a Discord webhook url of no host)",
+        '[routes.out]\nkind = "discord"\nurl = "https:///api/webhooks/1/x"\n',
+        "  - routes.out.discord: Value error",
+    ),
+    (
         "type in a target",
         '[[targets]]\nid = "a"\nroutes = ["out"]\n[targets.filters]\nmin_bookmarks = "x"\n',
         "  - targets.0.filters.min_bookmarks: Input should be a valid integer",
@@ -167,6 +178,19 @@ def test_a_conventional_variable_is_named(tmp_path: Path, monkeypatch: pytest.Mo
     message = report(config)
     assert "temporal.address holds a control character" in message
     assert "(environment variable TEMPORAL_ADDRESS)" in message, message
+
+
+def test_a_routes_own_rule_names_the_file_and_the_variable_its_table_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule of the route's model as a whole (its destination readable) is about its table,
+    which the file and a variable make together: both are named, never the default."""
+    config = tmp_path / "curaflow.toml"
+    config.write_text('[routes.out]\nkind = "webhook"\nsecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"\n')
+    monkeypatch.setenv("CURAFLOW_ROUTES__OUT__URL", "https://hooks.example/a\tb")
+    message = report(config)
+    assert "  - routes.out.webhook: Value error, not a URL" in message, message
+    assert message.endswith(f"(environment variable CURAFLOW_ROUTES__OUT__URL and in {config})"), message
 
 
 def test_a_route_kind_a_variable_gives_names_the_variable_alone(
