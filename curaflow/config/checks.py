@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from pydantic import BaseModel, SecretStr
 
@@ -281,17 +282,29 @@ class ConfiguredNames(Protocol):
     def source_task_queues(self) -> Mapping[str, str]: ...
 
 
-def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]]) -> None:
-    """Refuse settings that still hold a secret of the env example.
+def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]], urls: Iterable[tuple[Loc, str, str]] = ()) -> None:
+    """Refuse settings that still hold a secret of the env example: a secret beginning
+    :data:`EXAMPLE_SECRET_PREFIX`, or a URL holding it anywhere in its text.
 
     Args:
         secrets: ``(where, dotted name, value)`` of every secret that is set
             (:meth:`curaflow.config.Settings.secret_settings`).
+        urls: ``(where, dotted name, text)`` of URLs that hold a secret (``DATABASE_URL``:
+            the compose file writes the example's password into it unencoded), refused by
+            their text, percent-decoded and case-folded — whatever part a reader takes for
+            the password: a ``/`` or ``#`` in it makes ``urlsplit`` read none and asyncpg
+            read a port (until 2026-12-07 ``change-me/x`` loaded, and was said as a URL to
+            percent-encode instead of as the example's).
 
     Raises:
         SettingsProblem: naming every such secret.
     """
     found = [(loc, name) for loc, name, value in secrets if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
+    found += [
+        (loc, name)
+        for loc, name, text in urls
+        if EXAMPLE_SECRET_PREFIX in unquote(text).lower() and (loc, name) not in found
+    ]
     if found:
         raise SettingsProblem(
             f"{', '.join(name for _, name in found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the "

@@ -3,10 +3,37 @@
 from __future__ import annotations
 
 from typing import TypedDict
+from urllib.parse import parse_qs, unquote, urlparse
 
 from pydantic import Field
 
 from curaflow.config.base import Section
+
+
+def url_password(url: str) -> str | None:
+    """The password asyncpg sends for the ledger URL ``url``, read as asyncpg (0.32,
+    ``asyncpg.connect_utils._parse_connect_dsn_and_args``) reads it: the URL's netloc
+    (``urllib.parse.urlparse``) before its *first* ``@``, after its first ``:``,
+    percent-decoded; when that is empty, the last ``password`` of its query
+    (``?password=…``). ``urlsplit(url).password`` differs — the netloc before its *last*
+    ``@``, not decoded, the query never read — and until 2026-12-07 curaflow masked and
+    checked that one: a percent-encoded password or one in the query ran unchecked.
+
+    Returns:
+        None: the URL holds no password (asyncpg then reads ``PGPASSWORD`` or the passfile),
+        or a query asyncpg cannot parse (it refuses the URL when the pool opens).
+    """
+    parsed = urlparse(url)
+    auth, at, _ = parsed.netloc.partition("@")
+    written = auth.partition(":")[2] if at else ""
+    if written:
+        return unquote(written)
+    try:
+        query = parse_qs(parsed.query, strict_parsing=True) if parsed.query else {}
+    except ValueError:
+        return None
+    given = query.get("password")
+    return given[-1] if given else None
 
 
 class DatabaseSettings(Section):

@@ -30,7 +30,7 @@ from curaflow.config.checks import (
     check_text,
     refuse_example_secrets,
 )
-from curaflow.config.database import DatabaseSettings
+from curaflow.config.database import DatabaseSettings, url_password
 from curaflow.config.delivery import DeliverySettings
 from curaflow.config.environment import ConventionalEnv, CuraflowEnv, secret_files
 from curaflow.config.kinds import import_kind_modules, parse_routes, parse_sources
@@ -176,15 +176,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _no_example_secrets(self) -> Settings:
-        refuse_example_secrets(self.secret_settings())
+        urls = [(("database", "url"), "database.url (password)", self.database.url)] if self.database.url else []
+        refuse_example_secrets(self.secret_settings(), urls)
         return self
 
     def secret_settings(self) -> list[tuple[Loc, str, str]]:
         """Every secret setting that is set, as ``(where, dotted name, value)``: the API
         token, the Pixiv refresh tokens, the database URL's password and each route's and
         source's secrets."""
-        from urllib.parse import urlsplit
-
         found: list[tuple[Loc, str | None, SecretStr | str | None]] = [
             (("api", "token"), None, self.api.token),
             (("pixiv", "refresh_token"), None, self.pixiv.refresh_token),
@@ -194,8 +193,8 @@ class Settings(BaseSettings):
             for a, acc in self.pixiv.accounts.items()
         ]
         if self.database.url:
-            with contextlib.suppress(ValueError):
-                found.append((("database", "url"), "database.url (password)", urlsplit(self.database.url).password))
+            with contextlib.suppress(ValueError):  # a URL no reader parses: asyncpg refuses it
+                found.append((("database", "url"), "database.url (password)", url_password(self.database.url)))
         for section, entries in (("routes", self.routes), ("sources", self.sources)):
             for name, entry in entries.items():
                 for key in type(entry).model_fields:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from curaflow.config import ConfigError, Settings, load_settings
+from curaflow.observability.secrets import MASK, redacted
 
 #: Fields whose values are whole tables of the file (routes, targets, schedules, accounts):
 #: set from the environment as JSON, covered by their own test below.
@@ -274,6 +275,19 @@ def test_route_secrets_come_from_files_in_the_secrets_dir(tmp_path: Path, monkey
         ({"CURAFLOW_API_TOKEN": "change-me-long-random-token"}, "api.token"),
         ({"PIXIV_REFRESH_TOKEN": "change-me"}, "pixiv.refresh_token"),
         ({"DATABASE_URL": "postgresql://curaflow:change-me-curaflow-db@db/curaflow"}, "database.url (password)"),
+        # asyncpg reads these passwords (percent-decoded; the query's when the URL's user has
+        # none) and connects with the example's: until 2026-12-07 urlsplit read
+        # 'change%2Dme-curaflow-db' or no password, and they ran.
+        ({"DATABASE_URL": "postgresql://curaflow:change%2Dme-curaflow-db@db/curaflow"}, "database.url (password)"),
+        ({"DATABASE_URL": "postgresql://curaflow:%43hange-me-curaflow-db@db/curaflow"}, "database.url (password)"),
+        (
+            {"DATABASE_URL": "postgresql://curaflow@db/curaflow?password=change-me-curaflow-db"},
+            "database.url (password)",
+        ),
+        # An unencoded '/' makes every reader find another password (urlsplit none, asyncpg
+        # a port): refused by the URL's text, before asyncpg's unreadable URL.
+        ({"DATABASE_URL": "postgresql://curaflow:change-me/x@db/curaflow"}, "database.url (password)"),
+        ({"DATABASE_URL": "postgresql://curaflow:change-me#x@db/curaflow"}, "database.url (password)"),
         ({"CURAFLOW_ROUTES__TG__BOT_TOKEN": "Change-Me-bot"}, "routes.tg.bot_token"),
     ],
 )
@@ -284,6 +298,28 @@ def test_an_example_secret_is_refused_at_start(
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=rf"{re.escape(named)} still hold the example value 'change-me…'"):
         from_file(tmp_path, ROUTE_SECRETS_TOML)
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("postgresql://curaflow:s3cret%2Fpass-word@db/curaflow", "s3cret/pass-word"),
+        ("postgresql://curaflow@db/curaflow?sslmode=disable&password=s3cret-pass-word", "s3cret-pass-word"),
+        ("postgresql://curaflow:s3cret:pass-word@db/curaflow", "s3cret:pass-word"),
+    ],
+    ids=["percent-encoded", "in the query", "holding a colon"],
+)
+def test_the_database_password_asyncpg_sends_is_masked(
+    url: str, password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The password masked in every line and failure once the settings load
+    (``Settings.secret_settings``, :func:`curaflow.observability.secrets.hold`) is the one
+    asyncpg sends, as sent and as the URL writes it: until 2026-12-07 a password given in
+    the URL's query (asyncpg's ``?password=``) was none, and was written out as it came."""
+    monkeypatch.setenv("DATABASE_URL", url)
+    from_file(tmp_path, {})
+    written = url.split("password=")[-1] if "?" in url else url.split(":", 2)[2].rsplit("@", 1)[0]
+    assert redacted(f"a {password} b {written} c") == f"a {MASK} b {MASK} c"
 
 
 def test_the_env_example_holds_only_refused_secrets() -> None:
