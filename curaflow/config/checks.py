@@ -541,23 +541,36 @@ def check_ordered(settings: BaseModel) -> None:
         raise SettingsProblem("; ".join(text for _, text in found), [loc for locs, _ in found for loc in locs])
 
 
-def _texts(value: Any, at: Loc) -> Iterator[tuple[Loc, str]]:
-    """``(where, text)`` of every text (``str`` or ``SecretStr``) in ``value`` and in the
-    models, mappings and lists it holds (a mapping's keys are names, checked by
-    :func:`check_references`)."""
+def _texts(value: Any, at: Loc, *, secrets: bool = True) -> Iterator[tuple[Loc, str]]:
+    """``(where, text)`` of every text (``str``, and ``SecretStr`` unless ``secrets`` is
+    false) in ``value`` and in the models, mappings and lists it holds (a mapping's keys are
+    names, checked by :func:`check_references`)."""
     if isinstance(value, SecretStr):
-        yield at, value.get_secret_value()
+        if secrets:
+            yield at, value.get_secret_value()
     elif isinstance(value, str):
         yield at, value
     elif isinstance(value, BaseModel):
         for key in type(value).model_fields:
-            yield from _texts(getattr(value, key), (*at, key))
+            yield from _texts(getattr(value, key), (*at, key), secrets=secrets)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _texts(item, (*at, key))
+            yield from _texts(item, (*at, key), secrets=secrets)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from _texts(item, (*at, index))
+            yield from _texts(item, (*at, index), secrets=secrets)
+
+
+def plain_urls(settings: BaseModel) -> list[tuple[Loc, str]]:
+    """``(where, url)`` of every text setting that is an ``http(s)`` URL and no secret —
+    in every section, route, source, account, target and schedule, whatever its kind (a
+    webhook's ``url``, a Telegram ``api_url``, a source's ``url``). A ``SecretStr`` is left
+    out: it is held whole (``Settings.secret_settings``)."""
+    return [
+        (loc, text)
+        for loc, text in _texts(settings, (), secrets=False)
+        if text.strip().lower().startswith(("http://", "https://"))
+    ]
 
 
 def check_text(settings: BaseModel) -> None:

@@ -23,7 +23,7 @@ from pydantic_settings import (
 from curaflow.config.base import Loc, SettingsProblem, dotted
 from curaflow.config.environment import SECRETS_DIR_ENV, ConventionalEnv, CuraflowEnv
 from curaflow.config.settings import Settings, former_keys
-from curaflow.observability.secrets import hold
+from curaflow.observability.secrets import hold, hold_url_parts
 
 
 @functools.lru_cache(maxsize=16)
@@ -260,4 +260,5 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     # Every secret of a configuration this process loaded is masked wherever words curaflow
     # did not choose are written out (a library's exception in Temporal's history, a log line).
     hold(*(value for _, _, value in settings.secret_settings()))
+    hold_url_parts(*(url for _, url in settings.url_settings()))
     return settings

@@ -28,6 +28,7 @@ from curaflow.config.checks import (
     check_ordered,
     check_references,
     check_text,
+    plain_urls,
     refuse_example_secrets,
 )
 from curaflow.config.database import DatabaseSettings, url_password
@@ -206,6 +207,14 @@ class Settings(BaseSettings):
             for loc, name, value in found
             if value is not None
         ]
+
+    def url_settings(self) -> list[tuple[Loc, str]]:
+        """Every ``http(s)`` URL setting that is no secret, as ``(where, url)``
+        (:func:`curaflow.config.checks.plain_urls`): a receiver may put its credential in
+        one's query or path, so the process holds those parts
+        (:func:`curaflow.observability.secrets.hold_url_parts`) while the URL stays a
+        setting whose host the errors name."""
+        return plain_urls(self)
 
     def secrets(self) -> list[tuple[str, str]]:
         """Every secret setting that is set, as ``(dotted name, value)``

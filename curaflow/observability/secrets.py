@@ -32,14 +32,17 @@ it, percent-decoded (a password in ``DATABASE_URL``), as a URL writes it (percen
 and as JSON writes it (escaped); a URL held as a
 secret (a Discord webhook's carries its token) also by each path segment and query value
 of at least :data:`URL_PART_CHARS` characters, since a library quotes the URL as it
-normalised it.
+normalised it. A URL setting that is no secret (a webhook receiver's ``url``, a Telegram
+``api_url``, a source's ``url``: ``Settings.url_settings``) has those parts held, not the
+whole (:func:`hold_url_parts`): its host stays in every text (until 2026-12-07 a token in
+a webhook URL's query or path was written out wherever a library quoted the URL).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlsplit
 
 #: What stands for a secret in a text written out.
 MASK = "***"
@@ -58,18 +61,30 @@ _lock = threading.Lock()
 _held: tuple[str, ...] = ()
 
 
+def url_parts(url: str) -> set[str]:
+    """The parts of ``url`` that may be a credential: each path segment and query value of
+    at least :data:`URL_PART_CHARS` characters — as written, percent-decoded and, for a
+    query value, decoded as a form (``+`` a space) — and the password of its user
+    information. Empty for a text that is no URL (no ``://``, or one ``urlsplit`` refuses).
+    """
+    if "://" not in url:
+        return set()
+    try:
+        parts = urlsplit(url.strip())
+        password = parts.password
+    except ValueError:
+        return set()
+    written = [pair.partition("=")[2] for pair in parts.query.split("&")]
+    values = [*written, *(unquote_plus(value) for value in written), *(v for _, v in parse_qsl(parts.query))]
+    pieces = {form for piece in [*parts.path.split("/"), *values] for form in (piece, unquote(piece))}
+    return {piece for piece in pieces if len(piece) >= URL_PART_CHARS} | ({password} if password else set())
+
+
 def _forms(value: str) -> set[str]:
     """The ways ``value`` may appear in a text."""
     forms = {value, value.strip(), unquote(value.strip())}
     forms |= {quote(form, safe="") for form in list(forms)} | {json.dumps(form)[1:-1] for form in list(forms)}
-    if "://" in value:
-        try:
-            parts = urlsplit(value.strip())
-        except ValueError:
-            return forms
-        pieces = [*parts.path.split("/"), *(v for _, v in parse_qsl(parts.query)), parts.password or ""]
-        forms |= {form for piece in pieces if len(piece) >= URL_PART_CHARS for form in (piece, unquote(piece))}
-    return forms
+    return forms | url_parts(value)
 
 
 def hold(*values: str | None) -> None:
@@ -83,6 +98,14 @@ def hold(*values: str | None) -> None:
         if found <= set(_held):
             return
         _held = tuple(sorted(found | set(_held), key=lambda form: (-len(form), form)))
+
+
+def hold_url_parts(*urls: str | None) -> None:
+    """Hold the parts of each of ``urls`` that may be a credential (:func:`url_parts`), not
+    the URL: a URL setting that is no secret (a webhook receiver's ``url``) keeps its host
+    and its short words in every text, and loses the token a receiver put in its query or
+    path (``?token=…``, Slack-like ``/services/T…/B…/<24 characters>``)."""
+    hold(*(part for url in urls if url for part in url_parts(url)))
 
 
 def redacted(text: str) -> str:
