@@ -41,6 +41,7 @@ from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger import cells
 from curaflow.ledger.finish import finish_job
+from curaflow.observability import metrics
 from curaflow.protocol.projection import project_job
 from curaflow.routes import UnsupportedRoute
 from tests.conftest import StackFactory
@@ -68,6 +69,14 @@ def attempt(job_id: str, n: int, policy: RetryPolicy | None = POLICY) -> Activit
     env = job_env(job_id)
     env.info = dataclasses.replace(env.info, attempt=n, retry_policy=policy)
     return env
+
+
+@pytest.fixture(autouse=True)
+def names_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's names get series of their own whatever names the process met before:
+    a process gives series to the first few names of a kind only
+    (:class:`curaflow.observability.metrics.MismatchNames`)."""
+    monkeypatch.setattr(metrics, "_MISMATCH_NAMES", metrics.MismatchNames())
 
 
 def mismatches(kind: str, name: str) -> float:
