@@ -35,7 +35,9 @@ only when the receiver says the work is the problem):
                         other word** (reference §4.1, "unknown 2xx word →
                         retry"; until 2026-12-07 a delivery) —: one attempt,
                         *ambiguous*, retried with the same key, remembered as
-                        possibly delivered
+                        possibly delivered; the word is the receiver's answer
+                        (a work whose attempts all ran out on it counts in the
+                        route's refusal streak)
 409                     the receiver already had it: duplicate
 Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
 522, 523, 525, 526 /    the receiver had it: one attempt, *ambiguous*
@@ -495,13 +497,19 @@ class WebhookRoute:
             # A word curaflow has never seen (reference §4.1: "unknown 2xx word → retry"):
             # the receiver said something other than that it has the delivery, and it may
             # have it — one attempt, read as `pending` is: ambiguous, retried with the
-            # same webhook-id. Until 2026-12-07 it was a delivery for good
-            # (`submitted`, the reference's own word for a delivery not yet done, too).
+            # same webhook-id, and an answer of the receiver's, so a work whose attempts
+            # all ran out on it is counted in the route's streak as `pending`'s is
+            # (activities.deliver.recording): a receiver saying it to every work pauses the
+            # route, named, instead of spending every work's attempts unseen (2026-12-07).
+            # Until 2026-12-07 it was a delivery for good (`submitted`, the reference's own
+            # word for a delivery not yet done, too).
+            quoted = word[:WORD_QUOTED_MAX]
             raise RouteError(
                 TerminalReason.DELIVERY_FAILED,
-                f"webhook answered {status} with status {word[:WORD_QUOTED_MAX]!r}, a word curaflow does not know; "
+                f"webhook answered {status} with status {quoted!r}, a word curaflow does not know; "
                 "retried with the same webhook-id (answer a 2xx with no status, or 'accepted', for a delivery)",
                 ambiguous=True,
+                answer=f"HTTP 2xx status {quoted}",
             )
         raise classify(status, response.headers.get("retry-after"))
 
