@@ -17,7 +17,9 @@ scans the app's routes, so the ``Allow`` header of a ``405`` (required by RFC 91
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterator
+from re import Pattern
 from urllib.parse import unquote_to_bytes
 
 import fastapi.routing
@@ -91,6 +93,39 @@ def _leaf_routes(router: Router) -> Iterator[tuple[BaseRoute, str, frozenset[str
             yield getattr(entry, "original_route", entry), template, frozenset(methods)
 
 
+#: ``(route, its methods, its template compiled, its literal characters)`` of each of a
+#: router's leaf routes (:func:`_leaf_routes`), as :func:`_read_routes` keeps them.
+_Leaf = tuple[BaseRoute, frozenset[str], Pattern[str], int]
+#: ``id(router)`` → (the router, weakly; the entries its leaves were read from; the leaves).
+#: By id: FastAPI's ``APIRouter`` is not hashable. Forgotten with the router.
+_read: dict[int, tuple[weakref.ref[Router], tuple[BaseRoute, ...], tuple[_Leaf, ...]]] = {}
+
+
+def _read_routes(router: Router) -> tuple[_Leaf, ...]:
+    """``router``'s leaf routes with their templates compiled, read once for each set of its
+    entries (a route added to the router is read at the next request), not at every request:
+    ``GET /jobs/{id}`` asks :func:`serves_its_address` at every read of a job, and listing the
+    routes and compiling each template again cost ~0.46 ms of the event loop a read (15
+    routes; 2026-12-07). A router included in the app is read with it: its routes are the
+    app's from its start."""
+    entries = tuple(router.routes)
+    known = _read.get(id(router))
+    if (
+        known is not None
+        and known[0]() is router
+        and len(known[1]) == len(entries)
+        and all(a is b for a, b in zip(known[1], entries, strict=True))
+    ):
+        return known[2]
+    leaves = tuple(
+        (route, methods, compile_path(template)[0], _literal_characters(template))
+        for route, template, methods in _leaf_routes(router)
+    )
+    key = id(router)
+    _read[key] = (weakref.ref(router, lambda _gone: _read.pop(key, None)), entries, leaves)
+    return leaves
+
+
 def addressed_routes(router: Router, scope: Scope) -> dict[str, BaseRoute]:
     """The route each method reaches at the request's path read by segments
     (:func:`segment_path`), of the routes that path is the address of: where several
@@ -98,19 +133,14 @@ def addressed_routes(router: Router, scope: Scope) -> dict[str, BaseRoute]:
     ``/jobs/a/cancel`` is the address of the cancel of ``a`` (``POST``), though
     ``/jobs/{job_id:path}`` matches it too: a job id swallows no sub-route's name its ``/``
     did not encode (``/jobs/a%2Fcancel`` is the job ``a/cancel``). Mounted files are no
-    resource of the API."""
+    resource of the API. The routes are read once (:func:`_read_routes`)."""
     path = segment_path(scope)
     matching = [
-        (route, template, methods)
-        for route, template, methods in _leaf_routes(router)
-        if compile_path(template)[0].match(path)
+        (route, methods, literal) for route, methods, pattern, literal in _read_routes(router) if pattern.match(path)
     ]
-    most = max((_literal_characters(template) for _, template, _ in matching), default=0)
+    most = max((literal for _, _, literal in matching), default=0)
     return {
-        method: route
-        for route, template, methods in matching
-        if _literal_characters(template) == most
-        for method in methods & set(_METHODS)
+        method: route for route, methods, literal in matching if literal == most for method in methods & set(_METHODS)
     }
 
 
