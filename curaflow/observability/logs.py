@@ -5,8 +5,10 @@
 like secrets (``token``, ``secret``, ``authorization``, ``password``,
 ``refresh_token``) are replaced by ``"***"`` before rendering, and every secret the
 process holds (:mod:`curaflow.observability.secrets`: its configuration's, its sources'
-tokens) is masked in the rendered line, whatever the key — a library's record or an
-exception's words in a traceback may quote one (2026-12-07). A line logged with
+tokens) is masked whatever the key — a library's record or an exception's words in a
+traceback may quote one (2026-12-07): in a JSON line, in every text of the event before it
+is rendered (:func:`_mask_texts`: the line stays JSON whatever the secret's characters); in
+a console line, in the rendered line. A line logged with
 ``exc_info`` (structlog's or the standard library's) carries the exception's traceback as
 text in its ``exception`` field — still one line: JSON escapes its line breaks. No
 traceback, JSON or console, shows the values of a frame's variables (a token a variable
@@ -41,13 +43,48 @@ def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
 def _masked(renderer: Any) -> Any:
     """``renderer`` whose line holds none of the secrets this process holds
     (:func:`curaflow.observability.secrets.redacted`): a value curaflow did not write — a
-    library's record, an exception's words in a traceback — may quote one, under any key."""
+    library's record, an exception's words in a traceback — may quote one, under any key.
+    The console's line (text for a person, its traceback rendered by the renderer itself)."""
 
     def render(logger: Any, name: str, event: dict[str, Any]) -> Any:
         line = renderer(logger, name, event)
         return redacted(line) if isinstance(line, str) else line
 
     return render
+
+
+def _masked_text(value: Any) -> Any:
+    """``value`` (an event's value) with every text in it masked
+    (:func:`~curaflow.observability.secrets.redacted`): a string, the strings of a mapping
+    (its keys too) or a sequence; any other object as the JSON renderer would write it
+    (structlog's fallback: ``__structlog__`` or its ``repr``), masked. A number, a boolean
+    and None are written as they are: curaflow's own values (counts, times, sizes)."""
+    if isinstance(value, str):
+        return redacted(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {(_masked_text(k) if isinstance(k, str) else k): _masked_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked_text(v) for v in value]
+    written = getattr(value, "__structlog__", None)
+    return _masked_text(written() if callable(written) else repr(value))
+
+
+def _mask_texts(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The event with every text masked before the JSON renderer writes it
+    (:func:`_masked_text`), the traceback's (``exception``) too.
+
+    Until 2026-12-07 the rendered JSON line was masked as text: a held secret's characters
+    were replaced wherever they stood in it — a secret of digits (a weak database password)
+    inside a number curaflow logged cut the number around ``***``, a secret that begins
+    with a letter JSON escapes (``n``, ``t``) took that letter of an escape such as ``\\n``,
+    one ending with a backslash took the backslash of a ``\\"`` — and the line was no JSON
+    any more; a secret with characters beyond ASCII and a quote was held JSON-escaped as an
+    ASCII-only writer writes it, not as the line did, and was not masked
+    (``tests/unit/test_secrets_unwritten.py::test_a_json_log_line_stays_json_and_holds_no_held_secret_whatever_its_characters``).
+    """
+    return {key: _masked_text(value) for key, value in event.items()}
 
 
 _configured = False
@@ -92,7 +129,11 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     tracebacks: list[Any] = [structlog.processors.format_exc_info] if json_lines else []
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, _masked(renderer)],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *tracebacks,
+            *([_mask_texts, renderer] if json_lines else [_masked(renderer)]),
+        ],
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)

@@ -16,7 +16,8 @@ token in the URL it requested reached both
 :data:`MASK`. The places that write out a text holding words curaflow did not choose call
 it: the failure converter of :data:`curaflow.temporal.connection.DATA_CONVERTER` (every
 failure this process's workers and clients hand Temporal), the log renderer
-(:mod:`curaflow.observability.logs`: the whole line, tracebacks included), the error
+(:mod:`curaflow.observability.logs`: a JSON line's every text before it is written, a console
+line whole; tracebacks included), the error
 types whose words are stored and answered (``SourceError``, ``WorkUnavailable``,
 ``RouteError``: a source guard's quote of a source's exception is the cell's message), and
 a failing loop's words (:mod:`curaflow.observability.supervision`: ``/ready``, which

@@ -250,3 +250,41 @@ async def test_the_replays_stand_in_token_is_no_secret_to_mask() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
         await PixivClient(http, refresh_token="replay", auth_url="http://api.test").authenticate()
     assert redacted("source: the recorded Pixiv replay") == "source: the recorded Pixiv replay"
+
+
+@pytest.mark.parametrize(
+    ("secret", "said", "fields"),
+    [
+        # A secret of digits (a weak database password) inside a number curaflow logs: the
+        # line's text masked, the number was cut in two around `***` — no JSON any more.
+        ("80615279", "password 80615279 refused", {"bytes": 1806152790}),
+        # A secret beginning with a letter JSON escapes after a backslash (`n`), its other
+        # letters after a line break in the text: the JSON text `\nQ7x…` holds the secret,
+        # and the mask took the `n` of `\n`, leaving a lone backslash.
+        ("nQ7xWq2Lp9Vb", "answered:\nQ7xWq2Lp9Vb and nQ7xWq2Lp9Vb", {}),
+        # A secret ending with a backslash beside a quote in the text: `\"` lost its backslash.
+        ("Qx7Wq2Lp9\\", 'value Qx7Wq2Lp9" and Qx7Wq2Lp9\\ both', {}),
+        # Letters beyond ASCII and a quote: held JSON-escaped as ASCII only, the line
+        # (ensure_ascii=False) wrote it otherwise — not masked.
+        ('pässw"Qx7Wq2', 'grant pässw"Qx7Wq2 refused', {}),
+    ],
+    ids=["digits-in-a-number", "after-a-line-break", "trailing-backslash", "non-ascii-and-quote"],
+)
+def test_a_json_log_line_stays_json_and_holds_no_held_secret_whatever_its_characters(
+    secret: str, said: str, fields: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Masking the rendered line replaced a secret's characters wherever they stood in the
+    JSON text — inside a number, across an escape — and knew the JSON form of a secret only
+    as an ASCII-only writer writes it."""
+    from curaflow.observability import secrets
+    from curaflow.observability.logs import get_logger
+
+    monkeypatch.setattr(secrets, "_held", ())  # what this test holds is forgotten after it
+    hold(secret)
+    configure_logging("INFO", json_lines=True)
+    capsys.readouterr()
+    get_logger("curaflow.test").warning("x.failed", detail=said, **fields)
+    raw = capsys.readouterr().err.strip().splitlines()[-1]
+    line = json.loads(raw)  # one JSON object, whatever the secret's characters
+    assert secret not in line["detail"] and "***" in line["detail"], line
+    assert {key: line[key] for key in fields} == fields, line  # curaflow's own values as it wrote them
