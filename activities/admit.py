@@ -27,6 +27,7 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError
+from curaflow.temporal.job_runs import own_run_of_ended_job
 from curaflow.temporal.refusals import as_failure
 
 #: The non-retryable ``ApplicationError`` of an admission refusal (type = the protocol code).
@@ -72,6 +73,16 @@ class AdmitActivity:
             record = await load_job(conn, admission.job_id)
             assert job_input is not None and record is not None
             if record.completed_at is not None:
-                return Admitted(job_input=job_input, created=False, final=job_state(record))
+                own_run = await self._own_run(admission.job_id, record.completed_at)
+                return Admitted(job_input=job_input, created=False, final=job_state(record), own_run=own_run)
             await mark_workflow_started(conn, admission.job_id)
         return Admitted(job_input=job_input, created=not admission.replayed)
+
+    async def _own_run(self, job_id: str, completed_at_ms: int) -> bool:
+        """The job had ended before this run admitted its Task: whether this run is the
+        job's own nevertheless (:func:`~curaflow.temporal.job_runs.own_run_of_ended_job`).
+        False without a Temporal client or a run id (nothing to compare: the run reports)."""
+        own_run = activity.info().workflow_run_id
+        if self.deps.client is None or not own_run:
+            return False
+        return await own_run_of_ended_job(self.deps.client, job_id, own_run, completed_at_ms)

@@ -279,6 +279,16 @@ REPORTING_RUN_ATTRIBUTES = "reporting-run-attributes"
 #: lists named the job twice, by two runs that each ended it. Asked only where that answer
 #: arrived, so a job that ends in its own run records no marker.
 FINISH_REPORTING_RUN = "finish-reporting-run"
+#: A Task's run that admits its Task after the ledger ended its job while it is the job's own
+#: run (``Admitted.own_run``: no other run of its id holds the job, and the run began before
+#: the job ended — the run a ``temporal workflow reset`` started from the job's open run, the
+#: reconciler having ended the job while no worker could run it; the job's only run, which
+#: admitted its Task after the reconciler ended the job a ``POST /jobs`` attached to it)
+#: publishes the job's end as the job's run does: its ``JobStatus`` / ``BusinessStatus``.
+#: Before, admission's ``final`` made every such run only report the job (as a run added
+#: under an ended job's id must): no run named the job's end, and the failed jobs' list
+#: named an expired job zero times. Asked only where that answer arrived.
+OWN_RUN_ADMITTED_LATE = "own-run-admitted-late"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -791,10 +801,15 @@ class JobWorkflow:
                 raise
             self._begin(admitted.job_input)
             attributes = list(job_search_attributes(admitted.job_input))
-            if admitted.final is not None and self._has(REPORTING_RUN):
+            if (
+                admitted.final is not None
+                and self._has(REPORTING_RUN)
+                and not (admitted.own_run and workflow.patched(OWN_RUN_ADMITTED_LATE))
+            ):
                 # A run another client added under an ended job's id (Temporal's default
                 # reuse policy): it reports the job, it is not the job — no JobStatus, so
-                # the list queries keep listing the job's own run only.
+                # the list queries keep listing the job's own run only. The job's own run
+                # admitting late (OWN_RUN_ADMITTED_LATE) publishes the job's end instead.
                 self._reporting = True
                 attributes = [pair for pair in attributes if pair.key.name not in JOB_STATE_ATTRIBUTES]
             workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attributes])

@@ -529,11 +529,26 @@ class Admitted(BaseModel):
         created: this submission created the job (False: a replay of an existing one).
         final: the job's final state when it had already ended (a replay of a finished
             job: the execution reports it and runs nothing).
+        own_run: with ``final``: the asking run is the job's own nevertheless
+            (:func:`curaflow.temporal.job_runs.own_run_of_ended_job`: no other run of its id
+            holds the job and it began before the job ended — the run a reset started from
+            the job's open run, or the job's only run admitting late): it publishes the
+            job's end (``workflows.job``, ``own-run-admitted-late``) instead of only
+            reporting it. Written only when set: every other admission keeps its bytes.
     """
 
     job_input: JobInput
     created: bool
     final: JobState | None = None
+    own_run: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unset_flag(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``own_run`` is written only when set: every other admission keeps its bytes."""
+        data = handler(self)
+        if isinstance(data, dict) and not self.own_run:
+            data.pop("own_run", None)
+        return data
 
 
 class AdmissionAnswer(BaseModel):

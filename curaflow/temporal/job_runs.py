@@ -168,29 +168,112 @@ async def held_the_job(client: Client, described: WorkflowExecutionDescription) 
 async def held_by_another_run(client: Client, job_id: str, run_id: str) -> bool:
     """Whether a run of ``job_id`` other than ``run_id`` holds the job: it carries the
     ``JobStatus`` search attribute, which only the job's own run publishes — so the
-    documented list queries (docs/temporal.md) already name the job by that run.
+    documented list queries (docs/temporal.md) already name the job by that run — and no
+    reset replaced it while it was open (:func:`replaced_by_reset`).
 
     Asked only by a step that found its job already ended in the ledger
-    (:func:`curaflow.ledger.cells.start_step`): for a run added under an ended job's id (a
-    ``temporal workflow reset`` of the job's closed run, a start with Temporal's default
-    reuse policy) it answers True, and that run only reports the job
-    (``workflows.job``, ``job-input-reporting-run``). For the job's own run — one the
-    reconciler ended in the ledger while it waited for a worker (queued too long, past its
-    deadline) — it answers False (no other run, or only a run that held no job), and that
-    run publishes the job's end as the job's.
+    (:func:`curaflow.ledger.cells.start_step`), by ``finish`` repeating an ended job's
+    finish, by a cancel or a deadline that found the job ended, and by ``admit`` answering
+    an ended job: for a run added under an ended job's id (a ``temporal workflow reset`` of
+    the job's closed run, a start with Temporal's default reuse policy) it answers True,
+    and that run only reports the job (``workflows.job``, ``job-input-reporting-run``). For
+    the job's own run — one the reconciler ended in the ledger while it waited for a worker
+    (queued too long, past its deadline) — it answers False (no other run, or only a run
+    that held no job), and that run publishes the job's end as the job's. So it does for
+    the run a reset started from the job's *open* run: the reset terminated that run
+    (frozen with the ``JobStatus`` it had, typically ``running``: in none of the lists),
+    and when the ledger had ended the job meanwhile (the reconciler, while no worker could
+    run the stuck run) the new run is the only one that can name the job's end — before
+    2026-12-07 it took the terminated run for the job's and only reported, and the failed
+    jobs' list named an expired job zero times.
 
-    One visibility list of the id's runs (a handful). Visibility is eventually consistent,
-    but the other run was listed with its ``JobStatus`` from its start, long before a run
-    could be added after it closed.
+    One visibility list of the id's runs (a handful), and one read of a run's close event
+    for each run listed open or terminated with a ``JobStatus`` (rare: only after a
+    terminate or a reset). Visibility is eventually consistent, but the other run was
+    listed with its ``JobStatus`` from its start, long before a run could be added after
+    it closed.
 
     Raises:
         temporalio.service.RPCError: Temporal refused or did not answer the list (the
             step's attempt fails and is retried).
     """
     async for execution in client.list_workflows(f"WorkflowId = {json.dumps(job_id)}"):
-        if execution.run_id != run_id and execution.typed_search_attributes.get(JOB_STATUS) is not None:
-            return True
+        if execution.run_id == run_id or execution.typed_search_attributes.get(JOB_STATUS) is None:
+            continue
+        if execution.status in REPLACEABLE_STATUSES and await replaced_by_reset(client, job_id, execution.run_id):
+            continue
+        return True
     return False
+
+
+async def own_run_of_ended_job(client: Client, job_id: str, run_id: str, completed_at_ms: int) -> bool:
+    """Whether run ``run_id`` is the job's own run though the ledger ended the job before
+    the run admitted its Task: no other run of the id holds the job
+    (:func:`held_by_another_run`) and the run began — its original start, which a reset
+    keeps — no later than the job ended (``completed_at_ms``, epoch ms).
+
+    True for the run a ``temporal workflow reset`` started from the job's open run after
+    the reconciler ended the job (no worker could run it), and for the job's only run when
+    it admits its Task after the reconciler ended the job a ``POST /jobs`` attached to it;
+    such a run publishes the job's end (``workflows.job``, ``own-run-admitted-late``).
+    False for a run added under an ended job's id — after the job's own run (which holds
+    it), or after that run is gone (deleted, past the namespace's retention): that run began
+    after the job ended, and only reports it, so no list names a long-ended job anew.
+
+    One visibility list of the id's runs, and one describe of this run, only when the
+    ledger had ended the job (clocks: Temporal's start time against the ledger's end; a
+    run that began within a clock skew of its job's end with no other run holding the job
+    — its own run deleted at once — is the only one misread).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer (the activity's
+            attempt fails and is retried).
+    """
+    if await held_by_another_run(client, job_id, run_id):
+        return False
+    described = await client.get_workflow_handle(job_id, run_id=run_id).describe()
+    raw = described.raw_description
+    extended = raw.workflow_extended_info
+    began = (
+        extended.original_start_time
+        if extended.HasField("original_start_time")
+        else raw.workflow_execution_info.start_time
+    )
+    return int(began.ToMilliseconds()) <= completed_at_ms
+
+
+#: The identity Temporal's history service terminates a run with when a reset replaces it
+#: while it is open (the server's ``consts.IdentityResetter``); an operator's terminate
+#: carries the operator's client identity.
+RESET_IDENTITY = "history-resetter"
+#: How a run a reset replaced is listed: terminated — or still running, in the moment
+#: before visibility learns it closed (the asking run being open, no other run is).
+REPLACEABLE_STATUSES = frozenset({WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.RUNNING})
+
+
+async def replaced_by_reset(client: Client, job_id: str, run_id: str) -> bool:
+    """Whether run ``run_id`` of ``job_id`` was terminated by a reset that replaced it while
+    it was open (``temporal workflow reset`` of a running run, the UI's *Reset*): its close
+    event is the terminate of Temporal's resetter (:data:`RESET_IDENTITY`). A run reset
+    after it closed keeps its own close (and holds the job it ended); a run an operator
+    terminated carries the operator's identity. One ``GetWorkflowExecutionHistory`` of the
+    close event alone (none for an open run).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
+    answer = await client.workflow_service.get_workflow_execution_history(
+        GetWorkflowExecutionHistoryRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=job_id, run_id=run_id),
+            history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+        )
+    )
+    return any(
+        event.HasField("workflow_execution_terminated_event_attributes")
+        and event.workflow_execution_terminated_event_attributes.identity == RESET_IDENTITY
+        for event in answer.history.events
+    )
 
 
 async def start_run(

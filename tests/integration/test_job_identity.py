@@ -937,3 +937,132 @@ async def test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
     assert sorted(p.name for p in env.out.rglob("*")) == delivered
+
+
+# ---- a reset of a job's open run after the ledger ended the job ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("started", "point"),
+    [
+        ("task", "LastWorkflowTask"),
+        ("task", "FirstWorkflowTask"),
+        ("http", "LastWorkflowTask"),
+        ("http", "FirstWorkflowTask"),
+    ],
+)
+async def test_a_reset_of_a_jobs_open_run_the_reconciler_ended_publishes_the_jobs_end_once(
+    env: Env, started: str, point: str
+) -> None:
+    """A job whose run could not go on — no worker took its workflow tasks (here every worker
+    is gone; a workflow task failing after a bad deploy is the same) — is ended by the
+    reconciler in the ledger (``expired``); its run stays open with the ``JobStatus`` it had.
+    The operator's remedy once workers are back, ``temporal workflow reset`` of that run,
+    terminates it and goes on in a new run, which finds the job ended. Before, that run took
+    the terminated run for the one holding the job and only reported it: it published no
+    ``JobStatus``, so the failed jobs' list named the expired job zero times. The run a
+    reset replaced holds nothing: the new run publishes the job's end — once, nothing
+    written or sent again."""
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    env.replay.faults.slow_images_s = 60.0
+    body = {**task(f"stuck-{started}-{short_id()}"), "deadline_ms": 6_000}
+    if started == "task":
+        job_id = (await start_job(env.client, body, task_queue=env.stack.task_queue)).id
+    else:
+        answer = await env.http.post("/jobs", json=body)
+        assert answer.status_code == 202, answer.text
+        job_id = str(answer.json()["job"]["job_id"])
+    old = env.client.get_workflow_handle(job_id)
+
+    async def published_running() -> bool:  # the step's progress is in: a workflow task after the step's start
+        try:
+            described = await old.describe()
+        except RPCError as err:  # an HTTP job's run is started right after its admission
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.typed_search_attributes.get(JOB_STATUS) == "running"
+
+    await eventually(published_running, timeout_s=30, what="JobStatus running")
+    old_run = (await old.describe()).run_id
+    workers = [worker for worker in env.stack.workers if worker.alive()]
+    for worker in workers:
+        worker.kill()
+    try:
+        await env.stack.wait_terminal(job_id, 60)  # the reconciler: past its deadline, no worker
+        report = (await env.http.get(f"/jobs/{job_id}")).json()
+        assert report["status"] == "expired", report
+        pool = await env.stack.ledger()
+        events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+        done = await asyncio.to_thread(cli, env, "reset", "-w", job_id, "--type", point, "--reason", "operator: test")
+        assert done.returncode == 0, done.stderr
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+        for _ in workers:
+            await env.stack.start_worker()
+
+    assert await closed_status(env.client, job_id, 60) == WorkflowExecutionStatus.FAILED
+    if (started, point) == ("task", "FirstWorkflowTask"):
+        record_history(env, job_id, "job_reset_open_run_ended_own_run_core_v3")
+    latest = env.client.get_workflow_handle(job_id)
+    described = await latest.describe()
+    assert described.run_id != old_run
+    with pytest.raises(WorkflowFailureError) as ended:
+        await latest.result()
+    state = state_of(ended.value)
+    assert state is not None and (state.status, state.job_id) == ("expired", job_id)
+    replaced = await env.client.get_workflow_handle(job_id, run_id=old_run).describe()
+    assert replaced.status == WorkflowExecutionStatus.TERMINATED
+    assert described.typed_search_attributes.get(JOB_STATUS) == "expired"
+
+    async def listed_once() -> bool:
+        return await runs_listed(env, failed_query, job_id) == [described.run_id]
+
+    await eventually(listed_once, timeout_s=15, what="the new run, alone, in the failed jobs' list")
+    # The ledger and the HTTP report: as the reconciler left them.
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+
+
+async def test_a_task_run_that_admits_after_the_reconciler_ended_its_job_publishes_the_jobs_end(env: Env) -> None:
+    """A Task started with a ``--start-delay``; meanwhile ``POST /jobs`` with the same Task
+    admits the job and its start attaches to the waiting run; the reconciler ends the job
+    before the run admits its Task (its queued budget: here ended directly, as the test of
+    a ``JobInput`` run above does). The run is the job's only run: admitting late, it must
+    publish the job's end as the job's — before, admission's answer made it only report the
+    job, and the failed jobs' list named the expired job zero times."""
+    from curaflow.domain.verdicts import FinishCause
+    from curaflow.ledger.reconciler import converge
+
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    body = task(f"delayed-{short_id()}")
+    job_id = job_id_of(body)
+    started = await asyncio.to_thread(
+        cli, env, "start", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue, "--workflow-id", job_id,
+        "--id-reuse-policy", "RejectDuplicate", "--start-delay", "6s", "--input", json.dumps(body),
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    answer = await env.http.post("/jobs", json=body)
+    assert (answer.status_code, answer.json()["job"]["status"]) == (202, "queued"), answer.text
+    pool = await env.stack.ledger()
+    finished = await converge(pool, job_id, FinishCause.QUEUED_TOO_LONG)
+    assert finished is not None and finished.outcome is not None
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert report["status"] == "expired", report
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+
+    assert await closed_status(env.client, job_id, 60) == WorkflowExecutionStatus.FAILED
+    handle = env.client.get_workflow_handle(job_id)
+    with pytest.raises(WorkflowFailureError) as ended:
+        await handle.result()
+    state = state_of(ended.value)
+    assert state is not None and (state.status, state.job_id) == ("expired", job_id)
+    described = await handle.describe()
+    assert described.typed_search_attributes.get(JOB_STATUS) == "expired"
+
+    async def listed_once() -> bool:
+        return await runs_listed(env, failed_query, job_id) == [described.run_id]
+
+    await eventually(listed_once, timeout_s=15, what="the job's run in the failed jobs' list")
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events

@@ -33,6 +33,7 @@ from workflows.job import (
     NO_CRON,
     ONE_MEANING,
     OWN_JOB_ONLY,
+    OWN_RUN_ADMITTED_LATE,
     PAUSED_STEPS,
     PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
@@ -89,6 +90,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 LATE_REPORTING_RUN,
                 REPORTING_RUN_ATTRIBUTES,
                 FINISH_REPORTING_RUN,
+                OWN_RUN_ADMITTED_LATE,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -204,6 +206,38 @@ def test_histories_of_a_reset_past_the_first_step_of_an_ended_jobs_run_are_kept(
         return json.loads(base64.b64decode(data)) if data else None
 
     assert last_job_status(before) == "failed" and last_job_status(after) is None
+
+
+def test_histories_of_a_reset_of_a_jobs_open_run_the_reconciler_ended_are_kept() -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of a Task job's open run after the
+    reconciler ended the job (no worker could run it): recorded before
+    ``own-run-admitted-late`` the new run admitted its Task, found the job ended and only
+    reported it (no ``JobStatus``: the failed jobs' list named the expired job zero times);
+    from the patch on admission answers ``own_run``, the run records the marker and publishes
+    the job's end."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_reset_open_run_ended_before_own_run_core_v3"]
+    after = by_name["job_reset_open_run_ended_own_run_core_v3"]
+    assert OWN_RUN_ADMITTED_LATE not in patches(before) and OWN_RUN_ADMITTED_LATE in patches(after)
+    assert "JobStatus" not in upserted_attributes(before) and "JobStatus" in upserted_attributes(after)
+    for path in (before, after):
+        assert json.loads(path.read_text())["events"][-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_FAILED"
+
+
+def test_an_admission_writes_the_own_run_flag_only_when_set() -> None:
+    """``Admitted.own_run`` is new: every other admission keeps its bytes, and admissions
+    recorded before it decode as False (the run only reports an ended job, as it did)."""
+    from curaflow.domain.messages import Admitted, JobInput, JobState
+
+    converter = DATA_CONVERTER.payload_converter
+    inp = JobInput(job_id="demo@manual-k", plan_id="p", created_at_ms=1, deadline_at_ms=2, targets=[])
+    plain = Admitted(job_input=inp, created=False, final=JobState(job_id="demo@manual-k"))
+    [payload] = converter.to_payloads([plain])
+    assert set(json.loads(payload.data)) == {"job_input", "created", "final"}
+    assert converter.from_payloads([payload], [Admitted])[0].own_run is False
+    [flagged] = converter.to_payloads([plain.model_copy(update={"own_run": True})])
+    assert json.loads(flagged.data)["own_run"] is True
+    assert converter.from_payloads([flagged], [Admitted])[0].own_run is True
 
 
 def test_histories_of_a_job_input_reporting_run_started_plainly_before_and_after_it_carries_the_job_are_kept() -> None:

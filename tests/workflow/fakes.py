@@ -170,6 +170,8 @@ class Fakes:
     admitted: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The final state ``admit`` answers for a replay of a job that already ended.
     admit_final: JobState | None = None
+    #: With ``admit_final``: the asking run is the job's own nevertheless (``Admitted.own_run``).
+    admit_own_run: bool = False
     #: The jobs started or admitted, by job id: ``finish`` decides every target's cell.
     jobs: dict[str, JobInput] = field(default_factory=dict)
     #: What ``request_cancel`` answers (the real one: ``CancelAnswer`` when the job had
@@ -194,10 +196,11 @@ class Fakes:
     def _gate(self, key: str) -> asyncio.Event:
         return self.gates.setdefault(key, asyncio.Event())
 
-    def admit_as(self, job: JobInput, *, final: JobState | None = None) -> Fakes:
+    def admit_as(self, job: JobInput, *, final: JobState | None = None, own_run: bool = False) -> Fakes:
         """A Task's first admission creates ``job`` (its job id must be the Task's);
-        ``final``: the job already ended (a replay answers that state)."""
-        self.admit_job, self.admit_final = job, final
+        ``final``: the job already ended (a replay answers that state); ``own_run``: the
+        asking run is the job's own nevertheless (a reset of its open run, a late admission)."""
+        self.admit_job, self.admit_final, self.admit_own_run = job, final, own_run
         return self
 
     def on(self, step: str, target_id: str, *acts: Act, route: str | None = None) -> Fakes:
@@ -468,7 +471,12 @@ class Fakes:
                     {"reason": "idempotency_conflict", "job_id": self.admit_job.job_id},
                 )
             )
-        return Admitted(job_input=self.admit_job, created=first is task, final=self.admit_final)
+        return Admitted(
+            job_input=self.admit_job,
+            created=first is task,
+            final=self.admit_final,
+            own_run=self.admit_own_run and self.admit_final is not None,
+        )
 
 
 def job_input(

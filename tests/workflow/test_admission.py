@@ -175,6 +175,33 @@ async def test_a_task_of_a_job_that_already_ended_answers_its_final_state(
     assert attributes["TargetIds"] == ["t"]
 
 
+@pytest.mark.parametrize(("status", "failure"), [("succeeded", None), ("expired", "job_expired")])
+async def test_the_jobs_own_run_admitting_after_the_job_ended_publishes_its_end(
+    env: Env, status: str, failure: str | None
+) -> None:
+    """Admission says the job ended and that this run is the job's own nevertheless
+    (``Admitted.own_run``: the run a reset started from the job's open run, the job's only
+    run admitting late): the run publishes the job's end as the job's, runs nothing, and
+    ends as the job did."""
+    key = f"k-{short_id()}"
+    ended = JobState(job_id=manual_job_id("t", key), status=status, stage="done", business_status="x")
+    body = admitting(env, key, final=ended, own_run=True)
+
+    handle = await start_job(env.client, body, task_queue=env.queue)
+
+    if failure is None:
+        assert JobState.model_validate(await handle.result()) == ended
+    else:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == failure
+        assert state_of(failed.value) == ended
+    assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
+    attributes = await env.search_attributes(handle)
+    assert (attributes["JobStatus"], attributes["BusinessStatus"]) == (status, "x")
+    assert attributes["TargetIds"] == ["t"]
+
+
 @pytest.mark.parametrize(
     ("args", "detail"),
     [([], {"arguments": 0}), (["a string"], {"received": "string"}), ([{}, {}], {"arguments": 2})],

@@ -9,7 +9,7 @@ and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-r
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
 ``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
 ``occurrence-one-meaning-input``, ``reporting-run-cancel``, ``cancel-reporting-run``,
-``late-reporting-run``, ``finish-reporting-run``. The recorded histories
+``late-reporting-run``, ``finish-reporting-run``, ``own-run-admitted-late``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -44,6 +44,7 @@ from workflows.job import (
     JOB_INPUT_REPORTING_RUN,
     LATE_REPORTING_RUN,
     ONE_MEANING,
+    OWN_RUN_ADMITTED_LATE,
     PAUSED_STEPS,
     PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
@@ -160,6 +161,37 @@ async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_s
         record(env, handle.id, "job_reporting_run_before_reporting_v2")  # the patch's pre-patch shape
 
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
+
+
+async def test_before_own_run_admitted_late_the_jobs_own_run_admitting_late_only_reported_it(
+    unpatched: Unpatched,
+) -> None:
+    """The job's own run admitting its Task after the job ended (a reset of its open run the
+    reconciler ended): before ``own-run-admitted-late`` it only reported the job — no
+    ``JobStatus``, so the failed jobs' list named an expired job zero times."""
+    from temporalio.client import WorkflowFailureError
+
+    from curaflow.domain.messages import JobState
+    from curaflow.jobs.submit import start_job
+    from curaflow.protocol.task import manual_job_id
+
+    async with unpatched(OWN_RUN_ADMITTED_LATE) as env:
+        key = f"k-own-late-{env.queue}"
+        job_id = manual_job_id("t", key)
+        ended = JobState(job_id=job_id, status="expired", stage="done", business_status="expired")
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended, own_run=True)
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key,
+            "params": {"target_id": "t"},
+        }
+        handle = await start_job(env.client, task, task_queue=env.queue)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        attributes = await env.search_attributes(handle)
+
+    assert "JobStatus" not in attributes and "BusinessStatus" not in attributes
 
 
 async def test_before_job_input_reporting_run_a_run_added_with_the_job_input_published_its_state(
