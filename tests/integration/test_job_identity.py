@@ -1066,3 +1066,58 @@ async def test_a_task_run_that_admits_after_the_reconciler_ended_its_job_publish
     await eventually(listed_once, timeout_s=15, what="the job's run in the failed jobs' list")
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+
+
+# ---- the temporal CLI's plain start under a used key ---------------------------------------
+
+
+@pytest.mark.parametrize("state", ["running", "succeeded", "failed"])
+async def test_the_clis_plain_start_under_a_used_key_answers_the_existing_run_and_changes_nothing(
+    env: Env, state: str
+) -> None:
+    """``temporal workflow start`` (a plain start, the Go SDK's) under a job id that has a
+    run — open, whatever the conflict policy (``Fail`` included), or closed, with
+    ``RejectDuplicate`` — is refused by Temporal, but the CLI says nothing of it: the Go
+    SDK hands back the existing run (``WorkflowExecutionErrorWhenAlreadyStarted`` is false by
+    default), so it exits 0 and prints "Running execution" with that run's id, whatever Task
+    it carried; ``temporal workflow execute`` then prints that run's result. No run is
+    added, nothing of the job changes — and nothing compared the Task (docs/temporal.md: the
+    docs said the start was refused; only update-with-start and ``admission_answer`` answer
+    another Task with ``idempotency_conflict``)."""
+    key = f"plain-{state}-{short_id()}"
+    body = task(key, query={"tags": NOTHING}) if state == "failed" else task(key)
+    if state == "running":
+        env.replay.faults.slow_images_s = 10.0
+    handle = await start_job(env.client, body, task_queue=env.stack.task_queue)
+    job_id, own = handle.id, handle.result_run_id
+    if state == "running":
+        await fetching(env, job_id)
+    else:
+        await env.stack.wait_terminal(job_id, 60)
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    other = task(key, query={"tags": ["風景"]})
+    policies = ["--id-conflict-policy", "Fail"] if state == "running" else ["--id-reuse-policy", "RejectDuplicate"]
+    try:
+        for sent in (body, other):
+            started = await asyncio.to_thread(
+                cli, env, "start", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+                "--workflow-id", job_id, *policies, "--input", json.dumps(sent),
+            )  # fmt: skip
+            assert started.returncode == 0, started.stderr
+            assert "Running execution" in started.stdout and own is not None and own in started.stdout, started.stdout
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+    if state == "succeeded":
+        executed = await asyncio.to_thread(
+            cli, env, "execute", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+            "--workflow-id", job_id, "--id-reuse-policy", "RejectDuplicate", "--input", json.dumps(other), "-o", "json",
+        )  # fmt: skip
+        assert executed.returncode == 0, executed.stderr
+        printed = json.loads(executed.stdout)
+        assert (printed["runId"], printed["result"]["status"]) == (own, "succeeded"), printed
+    else:
+        await env.stack.wait_terminal(job_id, 60)
+    runs = [w.run_id async for w in env.client.list_workflows(f"WorkflowId = {json.dumps(job_id)}")]
+    assert runs == [own]
+    if state != "running":
+        assert (await env.http.get(f"/jobs/{job_id}")).json() == report
