@@ -83,7 +83,13 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
     from curaflow.protocol.errors import ProtocolError, invalid_params
     from curaflow.protocol.models import MAX_DEADLINE_MS, Task
-    from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task, workflow_id_conflict
+    from curaflow.protocol.task import (
+        identity_conflict,
+        manual_job_id,
+        oversized_task,
+        validate_task,
+        workflow_id_conflict,
+    )
     from curaflow.temporal.refusals import refusal_details
     from workflows.details import render_details
     from workflows.event_push import EventPusher
@@ -596,7 +602,7 @@ class JobWorkflow:
         inp = self._inp
         if inp is None:
             return AdmissionAnswer()
-        refused = not_one_task_value(args, "query_input")
+        refused = not_one_task_value(args, "query_input") or self._oversized(args[0])
         if refused is not None:
             return AdmissionAnswer(refusal=refusal_details(refused))
         try:
@@ -650,13 +656,25 @@ class JobWorkflow:
                 what ``POST /jobs`` answers that body, and what admission would answer first.
         """
         try:
-            refused = not_one_task_value(args, "update_input")
+            refused = not_one_task_value(args, "update_input") or self._oversized(args[0])
             if refused is None:
                 validate_task(args[0])
         except ProtocolError as err:
             refused = err
         if refused is not None:
             raise refusal(refused)
+
+    def _oversized(self, task: Any) -> ProtocolError | None:
+        """The refusal of a Task larger than the job was admitted to take
+        (``JobInput.max_task_bytes``: 413 ``invalid_params``, what ``POST /jobs`` answers
+        such a body first), else None — also before this run holds a job, and for a job
+        admitted before the limit was carried. Read by the ``admission`` update's validator
+        (a Task admission would refuse by its size is never recorded: each such update put
+        up to Temporal's payload limit into the history, and a few dozen grew it past
+        Temporal's history limit, which terminated the job; until 2026-12-07) and by
+        ``admission_answer``."""
+        limit = self._inp.max_task_bytes if self._inp is not None else None
+        return oversized_task(task, limit) if limit is not None else None
 
     # ---- main -------------------------------------------------------------------
 

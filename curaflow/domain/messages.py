@@ -180,6 +180,13 @@ class JobInput(BaseModel):
         callback_policy: retry budget of those pushes.
         identity: the key and params of a submitted Task's job (None: a scheduled
             occurrence, or a job admitted before identities were carried).
+        max_task_bytes: the largest Task admission took when it admitted this job
+            (``api.max_body_bytes``, bytes of compact UTF-8 JSON:
+            :func:`curaflow.protocol.task.oversized_task`): the job's execution refuses a
+            larger Task in its ``admission`` update's validator and its ``admission_answer``
+            query (413 ``invalid_params``, as ``POST /jobs`` answers such a body) — a
+            workflow reads no configuration. None: a job admitted before it was carried
+            (2026-12-07), for which neither measures.
     """
 
     job_id: str
@@ -196,6 +203,7 @@ class JobInput(BaseModel):
     callback: bool = False
     callback_policy: CallbackPolicy = Field(default_factory=CallbackPolicy)
     identity: JobIdentity | None = None
+    max_task_bytes: int | None = None
 
 
 class PushInput(BaseModel):

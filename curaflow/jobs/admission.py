@@ -375,6 +375,7 @@ class Admitter:
             callback=task.callback_url is not None,
             callback_policy=self.settings.push_policy(),
             identity=JobIdentity(idempotency_key=task.idempotency_key, params=task.params if store_params else None),
+            max_task_bytes=self.settings.api.max_body_bytes,
         )
         new = NewJob(
             job_input=dated,

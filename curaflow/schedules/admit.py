@@ -168,6 +168,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
                 budgets=settings.budgets_model(),
                 max_fallback_stages=max(1, settings.max_fallback_passes),
                 source_task_queues=settings.source_task_queues(),
+                max_task_bytes=settings.api.max_body_bytes,
             )
             row = await insert_job(
                 conn,

@@ -193,6 +193,46 @@ async def test_an_admission_update_that_is_no_task_is_refused_by_its_validator_a
     assert (record.cells[0].state, record.business_status) == ("submitted", "success")
 
 
+async def test_a_task_larger_than_post_jobs_takes_is_refused_by_the_update_validator_and_the_query(env: Env) -> None:
+    # A Task over api.max_body_bytes (POST /jobs answers 413) passed the admission
+    # update's validator — size is configuration, the validator knew none — so each such
+    # update was accepted and its whole input (up to Temporal's 2 MB payload limit)
+    # recorded before the handler's admission refused it: 29 updates of a 1.9 MB Task
+    # grew a running job's history past Temporal's 50 MB limit in ten seconds, Temporal
+    # terminated the execution, and the job ended cancelled / execution_terminated — an
+    # operator's verdict no operator gave. The admission_answer query answered such a
+    # Task "the same job". Now the job carries the limit it was admitted under
+    # (JobInput.max_task_bytes) and both refuse the Task as POST /jobs does, before
+    # anything is recorded.
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.exceptions import ApplicationError
+
+    env.replay.faults.slow_images_s = 4
+    body = env.stack.task(target_id="dir")
+    response = await env.http.post("/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job_id = str(response.json()["job"]["job_id"])
+    await job_in_stage(env.http, job_id, "fetching")
+    handle = env.client.get_workflow_handle(job_id)
+    before = (await handle.describe()).raw_description.workflow_execution_info.history_size_bytes
+    oversized = {**body, "padding": "x" * 1_000_000}  # the job's own Task, but for its size
+
+    for _ in range(3):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("admission", oversized)
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "invalid_params", cause
+        assert cause.details and cause.details[0]["http_status"] == 413, cause.details
+    answer = await handle.query("admission_answer", oversized)
+    assert answer["state"] is None and answer["refusal"]["http_status"] == 413, answer
+
+    assert await updates_accepted(env, job_id) == 0
+    grown = (await handle.describe()).raw_description.workflow_execution_info.history_size_bytes - before
+    assert grown < 100_000, grown
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+
+
 @pytest.mark.parametrize("case", ["none", "two", "undecodable"])
 async def test_an_admission_answer_query_with_no_task_answers_the_refusal(env: Env, case: str) -> None:
     # No argument, two, an undecodable payload: the query failed with Python's TypeError
