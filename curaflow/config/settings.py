@@ -183,10 +183,13 @@ class Settings(BaseSettings):
 
     def secret_settings(self) -> list[tuple[Loc, str, str]]:
         """Every secret setting that is set, as ``(where, dotted name, value)``: the API
-        token, the Pixiv refresh tokens, the database URL's password and each route's and
-        source's secrets."""
+        token, the callback pushes' signing secret, the Pixiv refresh tokens, the database
+        URL's password and each route's and source's secrets."""
         found: list[tuple[Loc, str | None, SecretStr | str | None]] = [
             (("api", "token"), None, self.api.token),
+            # The key every push is signed with (Standard Webhooks): a secret as the token is
+            # (until 2026-12-07 it was not held, so not masked, and its example not refused).
+            (("api", "callback_secret"), None, self.api.callback_secret),
             (("pixiv", "refresh_token"), None, self.pixiv.refresh_token),
         ]
         found += [

@@ -17,6 +17,7 @@ The secrets held are those of every configuration the process loaded
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from pathlib import Path
@@ -288,3 +289,25 @@ def test_a_json_log_line_stays_json_and_holds_no_held_secret_whatever_its_charac
     line = json.loads(raw)  # one JSON object, whatever the secret's characters
     assert secret not in line["detail"] and "***" in line["detail"], line
     assert {key: line[key] for key in fields} == fields, line  # curaflow's own values as it wrote them
+
+
+def test_the_callback_secret_is_a_secret_the_process_holds(tmp_path: Path) -> None:
+    """``api.callback_secret`` signs every push (Standard Webhooks): a process holds it as it
+    holds the API token — masked wherever a library's words quote it — and the example's
+    value is refused as any secret's is (until 2026-12-07 it was no secret setting)."""
+    from curaflow.observability.secrets import redacted
+
+    callback_secret = "whsec_" + base64.b64encode(b"callback-secret-Rt51Jw0qPz8e").decode()
+    path = tmp_path / "curaflow.toml"
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+                "api": {"callback_secret": callback_secret},
+            }
+        )
+    )
+    settings = load_settings(path)
+    assert ("api.callback_secret", callback_secret) in settings.secrets()
+    assert redacted(f"signing with {callback_secret} failed") == "signing with *** failed"
