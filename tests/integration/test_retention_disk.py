@@ -140,6 +140,18 @@ async def test_the_ledger_copy_a_late_fetch_left_after_the_finish_goes_with_the_
     assert await own_db.fetchval("SELECT count(*) FROM artifact_chunks WHERE job_id = $1", job_id) == 0
 
 
+async def old_job_with_pushes(pool: asyncpg.Pool, store: ArtifactStore) -> str:
+    """An old job (past the retention) with its four events each owed a callback push, the
+    first two sent (``delivered``), the last two ``pending``: its id."""
+    [job_id] = await old_jobs(pool, store, 1)
+    async with pool.acquire() as conn, conn.transaction():
+        for kind in ("job.accepted", "job.started", "job.progress", "job.succeeded"):
+            seq = await append_event(conn, job_id, kind)
+            await enqueue_push(conn, job_id, seq, f"ev-{seq}", "https://consumer.example/hook", {"type": kind})
+    await pool.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq <= 2", job_id)
+    return job_id
+
+
 async def test_a_push_still_pending_is_not_pruned_and_a_settled_one_is(
     own_db: asyncpg.Pool,  # noqa: F811
     tmp_path: Path,
@@ -147,12 +159,7 @@ async def test_a_push_still_pending_is_not_pruned_and_a_settled_one_is(
     # every worker was down longer than the retention (the sweeper pushes pending events
     # whenever one runs again); a `curaflow prune` from an admin box ran meanwhile
     store = ArtifactStore(tmp_path / "artifacts")
-    [job_id] = await old_jobs(own_db, store, 1)
-    async with own_db.acquire() as conn, conn.transaction():
-        for kind in ("job.accepted", "job.started", "job.progress", "job.succeeded"):
-            seq = await append_event(conn, job_id, kind)
-            await enqueue_push(conn, job_id, seq, f"ev-{seq}", "https://consumer.example/hook", {"type": kind})
-    await own_db.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq <= 2", job_id)
+    job_id = await old_job_with_pushes(own_db, store)
     counted = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store, dry_run=True)
     assert counted.jobs == 1 and counted.pushes == 2 and counted.events == 2
     report = await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)
@@ -174,12 +181,7 @@ async def test_a_push_the_prune_kept_pending_goes_once_it_is_settled(
     # their events stayed for good. Each pass (a worker's, with or without retention.days,
     # and `curaflow prune`) now deletes what was settled since; a push still pending stays.
     store = ArtifactStore(tmp_path / "artifacts")
-    [job_id] = await old_jobs(own_db, store, 1)
-    async with own_db.acquire() as conn, conn.transaction():
-        for kind in ("job.accepted", "job.started", "job.progress", "job.succeeded"):
-            seq = await append_event(conn, job_id, kind)
-            await enqueue_push(conn, job_id, seq, f"ev-{seq}", "https://consumer.example/hook", {"type": kind})
-    await own_db.execute("UPDATE event_pushes SET status = 'delivered' WHERE job_id = $1 AND seq <= 2", job_id)
+    job_id = await old_job_with_pushes(own_db, store)
     await prune(own_db, NOW_MS - 30 * DAY_MS, store=store)  # keeps 3 and 4, owed
 
     async def left() -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
