@@ -20,6 +20,17 @@ curaflow additions for delivery routes that are not TelePost:
   Temporal keeps no run to say how it ended; the reconciler converges the job once no
   attempt of it still runs (protocol ``cancelled_by_consumer``, as a terminate: a
   deliberate stop, not alertable);
+* ``history_limit_exceeded``: Temporal itself terminated the job's execution because its
+  history passed a limit (size, 50 MB by default; event count; mutable state size) — its
+  terminate's identity is Temporal's history service and its reason Temporal's own words
+  (:func:`curaflow.temporal.job_runs.at_history_limit`). What is sent to a run is recorded
+  in its history before any handler sees it, so signals of any name, updates and their
+  inputs sent by a Temporal client can pass it in seconds; curaflow cannot refuse a
+  signal. No operator terminated it: until 2026-12-07 such a job ended ``cancelled /
+  execution_terminated``, "An operator terminated the job's execution". Owner
+  ``operator`` (whoever can send to the namespace's runs: a job's own history stays far
+  below the limits), protocol ``internal_error`` (the closed enum has no code of its own);
+  retryable: a new job runs in a new execution;
 * ``scan_capped``: a scan examined its account's ``max_examined`` works without finding one it
   could use while the source still had more (``exhausted: false``): neither exhaustion
   ("add tags") nor "nothing matched"; the target's scan frontier
@@ -132,6 +143,7 @@ class TerminalReason(StrEnum):
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
     EXECUTION_TERMINATED = "execution_terminated"
     EXECUTION_DELETED = "execution_deleted"
+    HISTORY_LIMIT_EXCEEDED = "history_limit_exceeded"
     ROUTE_REFUSED = "route_refused"
     ROUTE_PAUSED = "route_paused"
     DELIVERY_PARTIAL = "delivery_partial"
@@ -154,7 +166,8 @@ class Owner(StrEnum):
     * ``operator``: an operator's action in Temporal that failed a step (its options
       changed so that Temporal timed it out or retried it no more: ``step_options_changed``; paused until the
       job's deadline: ``step_paused``), or on curaflow's artifact store (a folder moved out
-      of it behind a symbolic link: ``storage_moved``); a deliberate stop
+      of it behind a symbolic link: ``storage_moved``), or sent to its run from a Temporal
+      client (signals or updates past Temporal's history limit: ``history_limit_exceeded``); a deliberate stop
       of the job (a terminate, a delete) is no failure and has no owner.
     """
 
@@ -458,6 +471,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "运维人员在 Temporal 中删除了该任务正在运行的执行，之后没有再开始任何步骤；已送达的投递保留，未发出的已释放。",
         "An operator deleted the job's running execution in Temporal; no step started after that. What was "
         "delivered stays delivered; what was not sent is released.",
+    ),
+    R.HISTORY_LIMIT_EXCEEDED: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "internal_error",
+        "执行历史超过了 Temporal 的上限（大小或事件数），Temporal 自行终止了它，并非运维人员；"
+        "通常是客户端发来的信号或更新所致，请查看其历史找出发送方。",
+        "Temporal terminated the execution itself: its history passed Temporal's limit (size or events), usually "
+        "from signals or updates a client sent it; no operator did. Read its history to find the sender.",
+        owner=Owner.OPERATOR,
     ),
     R.ROUTE_REFUSED: ReasonInfo(
         Origin.DELIVERY,

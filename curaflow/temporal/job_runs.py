@@ -52,6 +52,7 @@ from typing import TypeVar
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import HistoryEventFilterType
 from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import WorkflowExecutionTerminatedEventAttributes
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -262,6 +263,50 @@ async def replaced_by_reset(client: Client, job_id: str, run_id: str) -> bool:
     Raises:
         temporalio.service.RPCError: Temporal refused or did not answer.
     """
+    terminate = await run_terminate(client, job_id, run_id)
+    return terminate is not None and terminate.identity == RESET_IDENTITY
+
+
+#: The identity Temporal's history service terminates a run with on its own account (the
+#: server's ``consts.IdentityHistoryService``): a run past a history limit. An operator's
+#: terminate carries the operator's client identity (``temporal`` CLI, the UI, an SDK's).
+HISTORY_SERVICE_IDENTITY = "history-service"
+#: The reasons Temporal's history service writes when it terminates a run because its
+#: history passed a limit, word for word (the server's ``common.FailureReasonHistorySizeExceedsLimit``,
+#: ``FailureReasonHistoryCountExceedsLimit``, ``FailureReasonMutableStateSizeExceedsLimit``;
+#: the limits are the namespace's dynamic configuration ``limit.historySize.error`` — 50 MB
+#: by default, the dev server's too —, ``limit.historyCount.error``, 51 200 events, and
+#: ``limit.mutableStateSize.error``). Anything sent to a run — signals of any name,
+#: updates, their inputs — is recorded in its history before a handler sees it, so junk
+#: sent to a job's run by a Temporal client can pass them; curaflow cannot refuse a signal.
+HISTORY_LIMIT_REASONS = frozenset(
+    {
+        "Workflow history size exceeds limit.",
+        "Workflow history count exceeds limit.",
+        "Workflow mutable state size exceeds limit.",
+    }
+)
+
+
+def at_history_limit(terminate: WorkflowExecutionTerminatedEventAttributes) -> bool:
+    """Whether a run's terminate is Temporal's own at a history limit: its identity is the
+    history service's (:data:`HISTORY_SERVICE_IDENTITY`) and its reason one of
+    :data:`HISTORY_LIMIT_REASONS`, both word for word. Anything else — an operator's
+    terminate, whatever its reason says, a reset's, a reason Temporal may word otherwise
+    one day — is read as before: a terminate (the unknown is cheap: positively recognised
+    only)."""
+    return terminate.identity == HISTORY_SERVICE_IDENTITY and terminate.reason in HISTORY_LIMIT_REASONS
+
+
+async def run_terminate(client: Client, job_id: str, run_id: str) -> WorkflowExecutionTerminatedEventAttributes | None:
+    """The terminate that closed run ``run_id`` of ``job_id`` (its close event's
+    attributes: who terminated it, ``identity``, and why, ``reason``), None when it closed
+    otherwise or is open. One ``GetWorkflowExecutionHistory`` of the close event alone
+    (``HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT``: one event, whatever the history's size).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
     answer = await client.workflow_service.get_workflow_execution_history(
         GetWorkflowExecutionHistoryRequest(
             namespace=client.namespace,
@@ -269,11 +314,22 @@ async def replaced_by_reset(client: Client, job_id: str, run_id: str) -> bool:
             history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
         )
     )
-    return any(
-        event.HasField("workflow_execution_terminated_event_attributes")
-        and event.workflow_execution_terminated_event_attributes.identity == RESET_IDENTITY
-        for event in answer.history.events
-    )
+    for event in answer.history.events:
+        if event.HasField("workflow_execution_terminated_event_attributes"):
+            return event.workflow_execution_terminated_event_attributes
+    return None
+
+
+async def terminated_at_history_limit(client: Client, job_id: str, run_id: str) -> bool:
+    """Whether Temporal itself terminated run ``run_id`` of ``job_id`` because its history
+    passed a limit (:func:`at_history_limit` of :func:`run_terminate`; one read of the close
+    event). Asked only of a run listed terminated.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
+    terminate = await run_terminate(client, job_id, run_id)
+    return terminate is not None and at_history_limit(terminate)
 
 
 async def start_run(

@@ -26,6 +26,8 @@ class FinishCause(StrEnum):
     QUEUED_TOO_LONG = "queued_too_long"  # admitted, never started within the queued budget
     STALLED = "stalled"  # started, no heartbeat within the stall budget, execution running
     TERMINATED = "terminated"  # an operator terminated the execution
+    # Temporal terminated the execution itself: its history passed a limit (2026-12-07)
+    HISTORY_LIMIT = "history_limit"
     DELETED = "deleted"  # an operator deleted the running execution: Temporal knows no run of the job
     TIMED_OUT = "timed_out"  # Temporal closed the execution at its execution timeout
     WORKFLOW_FAILED = "workflow_failed"  # the execution failed (or closed without finishing)
@@ -106,6 +108,7 @@ STOPPED_REASONS: frozenset[TerminalReason] = frozenset(
         R.DELIVERY_ABANDONED,
         R.EXECUTION_TERMINATED,
         R.EXECUTION_DELETED,
+        R.HISTORY_LIMIT_EXCEEDED,
     }
 )
 
@@ -116,6 +119,7 @@ CAUSE_REASONS: dict[FinishCause, TerminalReason] = {
     FinishCause.QUEUED_TOO_LONG: R.QUEUED_TOO_LONG,
     FinishCause.STALLED: R.STALLED_NO_HEARTBEAT,
     FinishCause.TERMINATED: R.EXECUTION_TERMINATED,
+    FinishCause.HISTORY_LIMIT: R.HISTORY_LIMIT_EXCEEDED,
     FinishCause.DELETED: R.EXECUTION_DELETED,
     FinishCause.TIMED_OUT: R.EXECUTION_TIMEOUT,
     FinishCause.WORKFLOW_FAILED: R.INTERNAL_ERROR,

@@ -19,7 +19,9 @@ input):
    live lease on, the only jobs a listed run is matched against — none: no list; up to
    the tick's ``limit``: their ids in the query; more: every run it lists) → finish with
    that cause
-   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
+   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``; a run Temporal
+   itself terminated at a history limit, :func:`~.executions.close_cause`:
+   ``history_limit_exceeded``) once no
    attempt of the job holds a live lease (a send already out lands and is recorded
    first, so the outcome record reports it); an operator's terminate converges within
    a tick of its attempts ending, not after the stall budget. Unless the closed run

@@ -22,7 +22,7 @@ from curaflow.config import DEFAULT_FOREIGN_QUEUE_WAIT_MS
 from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 from curaflow.domain.projection import TERMINAL_JOB_STATUSES
 from curaflow.domain.verdicts import FinishCause, PendingStep
-from curaflow.temporal.job_runs import held_a_job, refused_run
+from curaflow.temporal.job_runs import held_a_job, refused_run, terminated_at_history_limit
 
 #: How far back a tick looks for closed executions.
 CLOSED_WINDOW_MS = 3_600_000
@@ -37,6 +37,23 @@ CLOSE_CAUSES: dict[WorkflowExecutionStatus, FinishCause] = {
     WorkflowExecutionStatus.COMPLETED: FinishCause.WORKFLOW_FAILED,  # closed without finishing its job
     WorkflowExecutionStatus.CONTINUED_AS_NEW: FinishCause.WORKFLOW_FAILED,
 }
+
+
+async def close_cause(client: Client, job_id: str, run_id: str, status: WorkflowExecutionStatus) -> FinishCause:
+    """Why a job must finish whose run ``run_id`` closed with ``status``: its
+    :data:`CLOSE_CAUSES` entry, except a run Temporal itself terminated because its
+    history passed a limit (:func:`~curaflow.temporal.job_runs.terminated_at_history_limit`:
+    the terminate's identity and reason are Temporal's own) — ``history_limit``, not an
+    operator's ``terminated`` (2026-12-07; before, junk signals that grew a run's history
+    past 50 MB ended its job "An operator terminated…"). One read of the close event, of a
+    terminated run only.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
+    if status == WorkflowExecutionStatus.TERMINATED and await terminated_at_history_limit(client, job_id, run_id):
+        return FinishCause.HISTORY_LIMIT
+    return CLOSE_CAUSES.get(status, FinishCause.WORKFLOW_FAILED)
 
 
 @dataclass
@@ -201,7 +218,7 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
         raise
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
         closed_at = int(desc.close_time.timestamp() * 1000) if desc.close_time else now
-        cause = CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED)
+        cause = await close_cause(client, job_id, desc.run_id, desc.status)
         # A run refused as not the job's (started under its id with an input that is not
         # the job's: ``activities.caller``) carries the job's search attributes, yet held
         # nothing of it (asked only of a failed run: one history read of its close).
@@ -385,7 +402,7 @@ async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> 
             continue  # refused as not the job's: it held nothing of the job
         closed_at = int(run.close_time.timestamp() * 1000) if run.close_time else now
         if latest is None or closed_at > latest[1]:
-            latest = (CLOSE_CAUSES.get(run.status, FinishCause.WORKFLOW_FAILED), closed_at)
+            latest = (await close_cause(client, job_id, run.run_id, run.status), closed_at)
     return latest
 
 
