@@ -5,9 +5,9 @@ operator's terminate (:func:`curaflow.temporal.job_runs.at_history_limit`,
 A breaker sent 29 junk signals of 1.9 MB each to a running ``JobWorkflow``: its history
 passed the dev server's 50 MB limit in seconds, Temporal terminated the run (reason
 ``Workflow history size exceeds limit.``, identity ``history-service``), and the job ended
-``cancelled / execution_terminated``, "An operator terminated…". The session's dev server
-cannot be given a small history limit for one test (``limit.historySize.error`` is the
-server's, every test's), so the close event is built here as Temporal writes it.
+``cancelled / execution_terminated``, "An operator terminated…". Here the close event is
+built as Temporal writes it, for each limit and for the terminates that are not Temporal's
+own (``tests/integration/test_history_limit.py`` has a real server terminate a run).
 """
 
 from __future__ import annotations
