@@ -46,13 +46,13 @@ first step, which asks :func:`held_by_another_run`, and reports the job the same
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import HistoryEventFilterType
 from temporalio.api.failure.v1 import Failure
-from temporalio.api.history.v1 import WorkflowExecutionTerminatedEventAttributes
+from temporalio.api.history.v1 import HistoryEvent, WorkflowExecutionTerminatedEventAttributes
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -132,13 +132,10 @@ def refused_as_not_the_jobs(failure: Failure | None) -> bool:
     return False
 
 
-async def refused_run(client: Client, job_id: str, run_id: str) -> bool:
-    """Whether run ``run_id`` of ``job_id`` failed because a step of it was refused as not
-    the job's (:func:`refused_as_not_the_jobs`): such a run carries ``JobType`` and
-    ``JobStatus`` as the job's own run would (it held the job by its input), yet never held
-    it — it wrote nothing, and its close is no verdict on the job. One
-    ``GetWorkflowExecutionHistory`` of the close event alone; asked only of a closed run
-    that failed (the reconciler, :func:`start_run`).
+async def close_events(client: Client, job_id: str, run_id: str) -> Sequence[HistoryEvent]:
+    """The close event of run ``run_id`` of ``job_id`` (none for an open run): one
+    ``GetWorkflowExecutionHistory`` filtered to it (``HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT``:
+    one event, whatever the history's size). The one read of a run's close here.
 
     Raises:
         temporalio.service.RPCError: Temporal refused or did not answer.
@@ -150,7 +147,21 @@ async def refused_run(client: Client, job_id: str, run_id: str) -> bool:
             history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
         )
     )
-    for event in answer.history.events:
+    return answer.history.events
+
+
+async def refused_run(client: Client, job_id: str, run_id: str) -> bool:
+    """Whether run ``run_id`` of ``job_id`` failed because a step of it was refused as not
+    the job's (:func:`refused_as_not_the_jobs`): such a run carries ``JobType`` and
+    ``JobStatus`` as the job's own run would (it held the job by its input), yet never held
+    it — it wrote nothing, and its close is no verdict on the job. One
+    ``GetWorkflowExecutionHistory`` of the close event alone; asked only of a closed run
+    that failed (the reconciler, :func:`start_run`).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer.
+    """
+    for event in await close_events(client, job_id, run_id):
         if event.HasField("workflow_execution_failed_event_attributes"):
             return refused_as_not_the_jobs(event.workflow_execution_failed_event_attributes.failure)
     return False
@@ -307,14 +318,7 @@ async def run_terminate(client: Client, job_id: str, run_id: str) -> WorkflowExe
     Raises:
         temporalio.service.RPCError: Temporal refused or did not answer.
     """
-    answer = await client.workflow_service.get_workflow_execution_history(
-        GetWorkflowExecutionHistoryRequest(
-            namespace=client.namespace,
-            execution=WorkflowExecution(workflow_id=job_id, run_id=run_id),
-            history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
-        )
-    )
-    for event in answer.history.events:
+    for event in await close_events(client, job_id, run_id):
         if event.HasField("workflow_execution_terminated_event_attributes"):
             return event.workflow_execution_terminated_event_attributes
     return None
