@@ -27,6 +27,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from curaflow.protocol import models
+from curaflow.protocol.connections import CLIENT_KEEP_ALIVE_S
 from curaflow.protocol.projection import job_path
 
 M = TypeVar("M", bound=BaseModel)
@@ -311,7 +312,11 @@ class CuraflowClient:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._own_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=timeout_s)
+        # An idle connection let go well before the API closes it (CLIENT_KEEP_ALIVE_S):
+        # a request sent as the server closes one reads a connection error, unanswered.
+        self._http = http or httpx.AsyncClient(
+            timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=CLIENT_KEEP_ALIVE_S)
+        )
 
     async def __aenter__(self) -> CuraflowClient:
         return self

@@ -42,6 +42,7 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
 from curaflow.process.httpserver import BackgroundServer
+from curaflow.protocol.connections import CLIENT_KEEP_ALIVE_S
 from curaflow.temporal.connection import connect, connect_configured
 from tests.fakes.replay import ReplayServer
 from tests.zygote import worker_process
@@ -414,6 +415,8 @@ class Stack:
             base_url=self.api.url,
             headers={"Authorization": f"Bearer {API_TOKEN}"},
             timeout=60,
+            # let an idle connection go before the API closes it (curaflow.protocol.connections)
+            limits=httpx.Limits(keepalive_expiry=CLIENT_KEEP_ALIVE_S),
             event_hooks={"response": [check_response]},
         )
         return self.http

@@ -41,6 +41,7 @@ from curaflow.devstack.postgres import RestartablePostgres
 from curaflow.devstack.processes import child_env, die_with_parent
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate, now_ms
+from curaflow.protocol.connections import CLIENT_KEEP_ALIVE_S
 from curaflow.temporal.connection import connect, ensure_search_attributes
 
 API_TOKEN = "chaos-token-not-a-secret"
@@ -481,7 +482,10 @@ class ChaosStack:
     def http(self) -> httpx.AsyncClient:
         """An authenticated client of the API process."""
         return httpx.AsyncClient(
-            base_url=self.api_url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=httpx.Timeout(30)
+            base_url=self.api_url,
+            headers={"Authorization": f"Bearer {API_TOKEN}"},
+            timeout=httpx.Timeout(30),
+            limits=httpx.Limits(keepalive_expiry=CLIENT_KEEP_ALIVE_S),  # the client lets go first
         )
 
     def pids(self) -> dict[str, list[int]]:

@@ -33,6 +33,7 @@ from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
 from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, bounded_http, port_in_use
+from curaflow.protocol.connections import API_KEEP_ALIVE_S
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -308,6 +309,9 @@ def api(
         loop="asyncio",
         # A request head bounded in time (api.head_timeout_ms) and size: uvicorn's own waits for ever.
         http=bounded_http(settings.api.head_timeout_ms / 1000),
+        # An idle connection closed at the time the clients are told of (they let go first:
+        # curaflow.protocol.connections).
+        timeout_keep_alive=API_KEEP_ALIVE_S,
     )
     # Told when its shutdown begins: long polls held open answer then, not at their timeout.
     server = StoppingServer(server_config, on_stopping=lambda: begin_shutdown(app))

@@ -18,6 +18,8 @@ from typing import Any
 
 import uvicorn
 
+from curaflow.protocol.connections import API_KEEP_ALIVE_S
+
 #: The largest request head (request line and headers) an API server reads, bytes: 431 beyond.
 MAX_HEAD_BYTES = 65_536
 
@@ -330,6 +332,7 @@ class BackgroundServer:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=1,
+            timeout_keep_alive=API_KEEP_ALIVE_S,  # the clients let go first (curaflow.protocol.connections)
             http=http or "auto",
         )
         self.server = _EmbeddedServer(config, on_stopping)
