@@ -33,6 +33,7 @@ from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
 from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, bounded_http, port_in_use
+from curaflow.process.launch import stop_requested
 from curaflow.protocol.connections import API_KEEP_ALIVE_S
 
 
@@ -113,6 +114,8 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if stop_requested():  # asked while the modules loaded, its exit ignored (curaflow.process.launch)
+        stop.set()
     stack = EmbeddedStack(
         settings,
         workers=workers,
@@ -319,6 +322,8 @@ def api(
     # uvicorn ends a failed start-up with sys.exit(3) (our status 2 below); after a graceful
     # shutdown it raises the stop signal again, which the handler it found
     # (curaflow.process.launch) turns into SystemExit(0): the checks below still decide.
+    if stop_requested():  # asked while the modules loaded, its exit ignored (curaflow.process.launch)
+        raise typer.Exit(0)
     with contextlib.suppress(SystemExit):
         server.run(sockets=[sock])
     if not server.started:  # its start-up failed (PostgreSQL unreachable …): the log says why

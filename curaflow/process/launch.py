@@ -7,6 +7,13 @@ the signal for SIGTERM (status -15, no clean-up) — during the second or so the
 take, before the process installs its own handlers. A service asked to stop while nothing
 ran yet leaves with status 0 and no traceback (docs/operations.md, "Exit status"), as it
 does later while it connects.
+
+A stop request is also remembered (:func:`stop_requested`): its ``SystemExit`` may be
+raised where Python only prints "Exception ignored" — the signal landing while an import
+runs a weakref callback (importlib's module locks) or a ``__del__`` — and the process would
+go on starting, deaf to the next signal (both ignored from the first on). Each process asks
+where it takes the signals over (the worker's event loop, ``curaflow dev``'s, the API's
+uvicorn) and leaves then (2026-12-07: a worker so signalled started and ran on).
 """
 
 from __future__ import annotations
@@ -14,8 +21,13 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
+#: A stop was asked while the modules loaded (:func:`stop_requested`).
+_requested = False
+
 
 def _leave(signum: int, frame: FrameType | None) -> None:
+    global _requested
+    _requested = True  # kept should the SystemExit below be raised where Python ignores it
     # A second signal while the interpreter shuts down (threading's, atexit's) must not
     # kill it (-15) nor raise again inside that shutdown: from here both are ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -30,3 +42,11 @@ def stop_quietly_until_started() -> None:
     heavy imports."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _leave)
+
+
+def stop_requested() -> bool:
+    """Whether SIGINT or SIGTERM arrived while the process loaded its modules
+    (:func:`stop_quietly_until_started`'s handler ran). Asked where the process takes the
+    signals over: True means a stop whose ``SystemExit`` Python ignored (module doc) — the
+    process leaves as that stop would have left it (status 0)."""
+    return _requested

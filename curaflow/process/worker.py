@@ -79,6 +79,7 @@ from curaflow.paths import secure_state_dir
 from curaflow.process.health_server import health_server
 from curaflow.process.heap import settle_heap
 from curaflow.process.httpserver import BackgroundServer, CannotListen
+from curaflow.process.launch import stop_requested
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
 from curaflow.process.telemetry import interceptors_for_worker, temporal_runtime
@@ -309,6 +310,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
+        if stop_requested():  # asked while the modules loaded, its exit ignored (curaflow.process.launch)
+            on_signal()
 
     try:
 
