@@ -18,14 +18,18 @@ from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.process.worker import sandbox_runner
+from curaflow.protocol.task import manual_job_id
 from curaflow.temporal.connection import start_job_workflow
 from tests.support import closed_status, eventually
 from tests.workflow.fakes import Fakes, job_input
@@ -205,6 +209,39 @@ def workers(
             yield
 
     return run()
+
+
+def task_for(key: str, **params: Any) -> dict[str, Any]:
+    """The protocol Task (``POST /jobs``'s body, protocol 1) of a ``candidate_search`` job
+    for target ``t`` under idempotency key ``key``; ``params`` join its ``params``."""
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"target_id": "t", **params},
+    }
+
+
+def admitting(env: Env, key: str, **kwargs: Any) -> dict[str, Any]:
+    """:func:`task_for` ``key``, whose admission creates ``env``'s job under the Task's job id
+    (``manual_job_id``); ``kwargs`` go to :meth:`tests.workflow.fakes.Fakes.admit_as`
+    (``final``: the job already ended; ``own_run``: this run is the job's own)."""
+    env.fakes.admit_as(env.job(job_id=manual_job_id("t", key), trigger="temporal"), **kwargs)
+    return task_for(key)
+
+
+async def ends_as_the_job_did(handle: WorkflowHandle[Any, Any], ended: JobState, failure: str | None) -> None:
+    """The run ended as its ended job did (docs/DESIGN.md, decision 15): with ``failure``
+    ``None`` it completed with the job's state ``ended``; otherwise it failed with an
+    ``ApplicationError`` of type ``failure`` (``job_failed``, ``job_expired``) carrying
+    ``ended`` (:func:`curaflow.domain.job_failure.state_of`)."""
+    if failure is None:
+        assert JobState.model_validate(await handle.result()) == ended
+        return
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == failure
+    assert state_of(failed.value) == ended
 
 
 async def result_of(handle: WorkflowHandle[Any, Any]) -> JobState:

@@ -16,7 +16,6 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from curaflow.domain.cells import CellState
-from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.domain.models import CellSnapshot
 from curaflow.jobs.submit import ADMISSION_UPDATE, start_job
@@ -24,26 +23,10 @@ from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import manual_job_id
 from tests.support import short_id
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env
+from tests.workflow.harness import Env, admitting, ends_as_the_job_did, task_for
 from tests.workflow.test_push_bound import record
 
 pytestmark = pytest.mark.integration
-
-
-def task(key: str, **params: Any) -> dict[str, Any]:
-    """A protocol Task for target ``t``."""
-    return {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": key,
-        "params": {"target_id": "t", **params},
-    }
-
-
-def admitting(env: Env, key: str, **kwargs: Any) -> dict[str, Any]:
-    """A Task under ``key`` whose admission creates this env's job (its id the Task's)."""
-    env.fakes.admit_as(env.job(job_id=manual_job_id("t", key), trigger="temporal"), **kwargs)
-    return task(key)
 
 
 async def test_update_with_start_admits_once_and_runs_the_job(env: Env) -> None:
@@ -68,7 +51,7 @@ async def test_the_same_task_again_is_the_same_job_and_another_is_refused(env: E
     again = await start_job(env.client, dict(body), task_queue=env.queue)  # while it runs
     assert again.id == handle.id
     with pytest.raises(ProtocolError) as refused:
-        await start_job(env.client, task(key, query={"tags": ["other"]}), task_queue=env.queue)
+        await start_job(env.client, task_for(key, query={"tags": ["other"]}), task_queue=env.queue)
     assert (refused.value.code, refused.value.http_status) == ("idempotency_conflict", 409)
     assert refused.value.detail == {"reason": "idempotency_conflict", "job_id": handle.id}
 
@@ -155,19 +138,14 @@ async def test_a_task_of_a_job_that_already_ended_answers_its_final_state(
 
     handle = await start_job(env.client, body, task_queue=env.queue)  # the update answers the final state
 
-    if status == "succeeded":
-        assert JobState.model_validate(await handle.result()) == ended
-    elif status == "cancelled":  # the result contract: a cancelled job ends Canceled (it completed before)
+    if status == "cancelled":  # the result contract: a cancelled job ends Canceled (it completed before)
         with pytest.raises(WorkflowFailureError) as cancelled:
             await handle.result()
         assert isinstance(cancelled.value.cause, CancelledError)
         assert len(env.fakes.cancels) == 1  # the run asked for its own cancel
         assert JobState.model_validate(await handle.query("status")) == ended
-    else:  # an ended job that failed fails this execution too (decision 15), its state in the failure
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-        assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == failure
-        assert state_of(failed.value) == ended
+    else:  # succeeded: its state; failed or expired fails this execution too (decision 15), its state in the failure
+        await ends_as_the_job_did(handle, ended, failure)
     assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
     # a run that reports an ended job is not the job: it publishes no state of its own
     attributes = await env.search_attributes(handle)
@@ -189,13 +167,7 @@ async def test_the_jobs_own_run_admitting_after_the_job_ended_publishes_its_end(
 
     handle = await start_job(env.client, body, task_queue=env.queue)
 
-    if failure is None:
-        assert JobState.model_validate(await handle.result()) == ended
-    else:
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-        assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == failure
-        assert state_of(failed.value) == ended
+    await ends_as_the_job_did(handle, ended, failure)
     assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
     attributes = await env.search_attributes(handle)
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == (status, "x")

@@ -22,26 +22,17 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS, JOB_TYPE
-from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import AdmissionAnswer, Admitted, JobIdentity, JobState, SubmitInput
 from curaflow.process.worker import sandbox_runner
 from tests.workflow.fakes import Fakes, job_input
+from tests.workflow.harness import ends_as_the_job_did, task_for
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
-
-
-def task(key: str, **params: Any) -> dict[str, Any]:
-    return {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": key,
-        "params": {"target_id": "t", **params},
-    }
 
 
 class Env:
@@ -97,19 +88,19 @@ async def test_a_closed_job_answers_a_task_as_admission_would(env: Env, carried:
     final: JobState = JobState.model_validate(await handle.result())
     assert final.status == "succeeded"
 
-    same = await answer(env, inp.job_id, task(key))
+    same = await answer(env, inp.job_id, task_for(key))
     assert same.refusal is None and same.state is not None and same.state.status == "succeeded"
-    other = await answer(env, inp.job_id, task(key, query={"tags": ["風景"]}))
+    other = await answer(env, inp.job_id, task_for(key, query={"tags": ["風景"]}))
     if carried:
         assert other.refusal is not None and other.refusal["code"] == "idempotency_conflict"
         assert other.refusal["http_status"] == 409
-        cased = await answer(env, inp.job_id, task(key.lower()))  # the key is exact, the job id lowercased
+        cased = await answer(env, inp.job_id, task_for(key.lower()))  # the key is exact, the job id lowercased
         assert cased.refusal is not None and cased.refusal["code"] == "idempotency_conflict"
     else:  # no identity carried: the key is read from the job id, params are not compared
         assert other.refusal is None
-        unrelated = await answer(env, inp.job_id, task("another-key"))
+        unrelated = await answer(env, inp.job_id, task_for("another-key"))
         assert unrelated.refusal is not None and unrelated.refusal["code"] == "idempotency_conflict"
-    invalid = await answer(env, inp.job_id, task(key, constraints={"limit": "many"}))
+    invalid = await answer(env, inp.job_id, task_for(key, constraints={"limit": "many"}))
     assert invalid.refusal is not None and invalid.refusal["code"] == "invalid_params"
     assert invalid.refusal["detail"]["field"] == "params.constraints.limit"
 
@@ -123,14 +114,9 @@ async def test_a_run_added_under_an_ended_jobs_id_reports_it_and_publishes_no_jo
     env.admitted[job_id] = Admitted(job_input=inp, created=False, final=final)
 
     handle = await env.client.start_workflow(
-        "JobWorkflow", task(key), id=job_id, task_queue=env.queue, execution_timeout=timedelta(minutes=2)
+        "JobWorkflow", task_for(key), id=job_id, task_queue=env.queue, execution_timeout=timedelta(minutes=2)
     )
-    if status == "succeeded":
-        assert JobState.model_validate(await handle.result()) == final
-    else:
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-        assert state_of(failed.value) == final
+    await ends_as_the_job_did(handle, final, None if status == "succeeded" else "job_failed")
     attributes = (await handle.describe()).typed_search_attributes
     assert attributes.get(JOB_TYPE) == "candidate_search"  # it concerns a job (never "no job": see job_runs)
     assert attributes.get(JOB_STATUS) is None and attributes.get(BUSINESS_STATUS) is None

@@ -23,7 +23,7 @@ from curaflow.domain.messages import CallbackPolicy, JobState
 from curaflow.protocol.task import manual_job_id
 from tests.support import recorded_history, short_id, temporal_workflow
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env
+from tests.workflow.harness import Env, task_for
 
 pytestmark = pytest.mark.integration
 
@@ -77,12 +77,7 @@ async def test_a_down_receiver_never_times_out_a_run_its_starter_limited(env: En
     job = env.job(job_id=manual_job_id("t", key), trigger="temporal", callback=True, callback_policy=POLICY)
     env.fakes.admit_as(job)
     env.fakes.push_acts = [Act("fail", error_type="callback_failed")]
-    body = {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": key,
-        "params": {"target_id": "t"},
-    }
+    body = task_for(key)
     limit = timedelta(seconds=8)
     assert limit - JOB_TASK_TIMEOUT < end_push_wait(POLICY.timeout_ms, None)  # the run's limit cuts the wait
     handle: WorkflowHandle[Any, Any] = await env.client.start_workflow(

@@ -29,7 +29,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.markdown_support import HOSTILE
 from tests.support import eventually
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env, temporal_activity, workers
+from tests.workflow.harness import Env, admitting, ends_as_the_job_did, temporal_activity, workers
 from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, retry_in_backoff
 from tests.workflow.test_push_bound import record
 from workflows.job import (
@@ -145,16 +145,9 @@ async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_s
     from curaflow.protocol.task import manual_job_id
 
     async with unpatched(REPORTING_RUN) as env:
-        key = "k-reporting"
-        job_id = manual_job_id("t", f"{key}-{env.queue}")
-        ended = JobState(job_id=job_id, status="succeeded", stage="done", business_status="success")
-        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
-        task = {
-            "protocol_version": "1",
-            "job_type": "candidate_search",
-            "idempotency_key": f"{key}-{env.queue}",
-            "params": {"target_id": "t"},
-        }
+        key = f"k-reporting-{env.queue}"
+        ended = JobState(job_id=manual_job_id("t", key), status="succeeded", stage="done", business_status="success")
+        task = admitting(env, key, final=ended)
         handle = await start_job(env.client, task, task_queue=env.queue)
         assert JobState.model_validate(await handle.result()) == ended
         attributes = await env.search_attributes(handle)
@@ -169,26 +162,15 @@ async def test_before_own_run_admitted_late_the_jobs_own_run_admitting_late_only
     """The job's own run admitting its Task after the job ended (a reset of its open run the
     reconciler ended): before ``own-run-admitted-late`` it only reported the job — no
     ``JobStatus``, so the failed jobs' list named an expired job zero times."""
-    from temporalio.client import WorkflowFailureError
-
     from curaflow.domain.messages import JobState
     from curaflow.jobs.submit import start_job
     from curaflow.protocol.task import manual_job_id
 
     async with unpatched(OWN_RUN_ADMITTED_LATE) as env:
         key = f"k-own-late-{env.queue}"
-        job_id = manual_job_id("t", key)
-        ended = JobState(job_id=job_id, status="expired", stage="done", business_status="expired")
-        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended, own_run=True)
-        task = {
-            "protocol_version": "1",
-            "job_type": "candidate_search",
-            "idempotency_key": key,
-            "params": {"target_id": "t"},
-        }
-        handle = await start_job(env.client, task, task_queue=env.queue)
-        with pytest.raises(WorkflowFailureError):
-            await handle.result()
+        ended = JobState(job_id=manual_job_id("t", key), status="expired", stage="done", business_status="expired")
+        handle = await start_job(env.client, admitting(env, key, final=ended, own_run=True), task_queue=env.queue)
+        await ends_as_the_job_did(handle, ended, "job_expired")
         attributes = await env.search_attributes(handle)
 
     assert "JobStatus" not in attributes and "BusinessStatus" not in attributes
@@ -222,16 +204,8 @@ async def test_before_cancelled_end_a_run_reporting_a_cancelled_job_completed(un
 
     async with unpatched(CANCELLED_END) as env:
         key = f"k-cancelled-{env.queue}"
-        job_id = manual_job_id("t", key)
-        ended = JobState(job_id=job_id, status="cancelled", stage="done", business_status="cancelled")
-        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
-        task = {
-            "protocol_version": "1",
-            "job_type": "candidate_search",
-            "idempotency_key": key,
-            "params": {"target_id": "t"},
-        }
-        handle = await start_job(env.client, task, task_queue=env.queue)
+        ended = JobState(job_id=manual_job_id("t", key), status="cancelled", stage="done", business_status="cancelled")
+        handle = await start_job(env.client, admitting(env, key, final=ended), task_queue=env.queue)
         assert JobState.model_validate(await handle.result()) == ended
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
         assert env.fakes.cancels == []
@@ -250,15 +224,8 @@ async def test_before_reporting_run_cancel_a_reporting_run_sent_cancel_stayed_op
         key = f"k-cancel-{env.queue}"
         job_id = manual_job_id("t", key)
         ended = JobState(job_id=job_id, status="cancelled", stage="done", business_status="cancelled")
-        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
-        task = {
-            "protocol_version": "1",
-            "job_type": "candidate_search",
-            "idempotency_key": key,
-            "params": {"target_id": "t"},
-        }
         handle = await env.client.start_workflow(
-            "JobWorkflow", task, id=job_id, task_queue=env.queue, start_signal="cancel"
+            "JobWorkflow", admitting(env, key, final=ended), id=job_id, task_queue=env.queue, start_signal="cancel"
         )
 
         async def idle() -> bool:  # the run reported the job and its last workflow task is done
