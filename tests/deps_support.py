@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from activities.deps import close_deps, open_deps
+from activities.acquire import AcquireActivity
+from activities.deps import ActivityDeps, close_deps, open_deps
+from curaflow.domain.cells import CellState
+from curaflow.domain.messages import AcquireInput, DeliverInput
+from curaflow.jobs.admission import Admitter
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, short_id
+from tests.support import Stack, run_as_job, short_id
 
 
 @asynccontextmanager
@@ -45,6 +49,20 @@ async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -
     """:func:`opened_deps` over the replay's own settings, as a fixture (import it into the module)."""
     async with opened_deps(make_stack, tmp_path, replay) as opened:
         yield opened
+
+
+async def acquired(stack: Stack, deps: ActivityDeps, target_id: str) -> DeliverInput:
+    """Admit a one-cell job of ``target_id`` (not started: no workflow) and run its acquire
+    step with ``deps`` in this process, asserting the cell ``artifact_ready``: the input of
+    its deliver step, on the target's first route (heartbeat interval 30 000 ms)."""
+    admitted = await Admitter(stack.settings, deps.pool, None).admit(stack.task(target_id=target_id), start=False)
+    assert admitted.job_input is not None
+    job_id, target = admitted.job_id, admitted.job_input.targets[0]
+    step = await run_as_job(
+        AcquireActivity(deps).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
+    )
+    assert step.cell.state == CellState.ARTIFACT_READY
+    return DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000)
 
 
 def unrecognised_count(kind: str, account: str = "default") -> float:

@@ -23,15 +23,14 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.finish import FinishActivity
 from curaflow.domain.cells import CellState
-from curaflow.domain.messages import AcquireInput, DeliverInput, FinishInput
-from curaflow.jobs.admission import Admitter
+from curaflow.domain.messages import FinishInput
 from curaflow.ledger.retention import prune_tick
 from tests.conftest import StackFactory
+from tests.deps_support import acquired
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, run_as_job, short_id
 
@@ -72,29 +71,14 @@ async def fetched_here_delivered_there(
 ) -> tuple[str, Path]:
     """One job of ``target_id``: acquired by ``fetcher``, delivered by ``deliverer`` (from the
     ledger's copy), finished. Returns the job id and the fetcher's folder of the cell."""
-    task = {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": f"cache-hosts-{short_id()}",
-        "params": {"target_id": target_id},
-    }
-    admitted = await Admitter(stack.settings, fetcher.pool, None).admit(task, start=False)
-    assert admitted.job_input is not None
-    job_id, target = admitted.job_id, admitted.job_input.targets[0]
-    acquired = await run_as_job(
-        AcquireActivity(fetcher).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
-    )
-    assert acquired.cell.state == CellState.ARTIFACT_READY
-    folder = fetcher.store.folder(job_id, target.target_id)
+    inp = await acquired(stack, fetcher, target_id)
+    folder = fetcher.store.folder(inp.job_id, target_id)
     assert any(folder.iterdir())
-    delivered = await run_as_job(
-        DeliverActivity(deliverer).deliver,
-        DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
-    )
+    delivered = await run_as_job(DeliverActivity(deliverer).deliver, inp)
     assert delivered.cell.state == CellState.SUBMITTED
-    final = await run_as_job(FinishActivity(deliverer).finish, FinishInput(job_id=job_id))
+    final = await run_as_job(FinishActivity(deliverer).finish, FinishInput(job_id=inp.job_id))
     assert final.status == "succeeded"
-    return job_id, folder
+    return inp.job_id, folder
 
 
 async def test_a_cached_cell_delivered_by_another_host_leaves_no_file_on_the_fetchers_disk(
@@ -131,19 +115,8 @@ async def test_a_cached_cell_whose_job_folder_an_operator_moved_behind_a_link_is
     # An operator moved the job's folder to another disk and linked it back: the cleanup
     # after the recorded delivery must not follow the link out of the root, nor fail the step.
     stack, fetcher, _ = hosts
-    task = {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": f"cache-linked-{short_id()}",
-        "params": {"target_id": "cached"},
-    }
-    admitted = await Admitter(stack.settings, fetcher.pool, None).admit(task, start=False)
-    assert admitted.job_input is not None
-    job_id, target = admitted.job_id, admitted.job_input.targets[0]
-    acquired = await run_as_job(
-        AcquireActivity(fetcher).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
-    )
-    assert acquired.cell.state == CellState.ARTIFACT_READY
+    inp = await acquired(stack, fetcher, "cached")
+    job_id, target = inp.job_id, inp.target
     job_folder = fetcher.store.folder(job_id, target.target_id).parent
     elsewhere = tmp_path / "other-disk" / job_folder.name
     elsewhere.parent.mkdir()
@@ -153,10 +126,7 @@ async def test_a_cached_cell_whose_job_folder_an_operator_moved_behind_a_link_is
     assert files
 
     with capture_logs() as logs:
-        delivered = await run_as_job(
-            DeliverActivity(fetcher).deliver,
-            DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
-        )
+        delivered = await run_as_job(DeliverActivity(fetcher).deliver, inp)
 
     assert delivered.cell.state == CellState.SUBMITTED
     assert sorted(p.name for p in (elsewhere / target.target_id).iterdir()) == files  # nothing outside the root

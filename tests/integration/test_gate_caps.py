@@ -30,17 +30,15 @@ import asyncpg
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
-from curaflow.domain.cells import CellState
-from curaflow.domain.messages import AcquireInput, DeliverInput
-from curaflow.jobs.admission import Admitter
+from curaflow.domain.messages import DeliverInput
 from curaflow.ledger import gates, route_gates
 from curaflow.ledger.gates import LedgerGate
 from curaflow.ledger.gauges import LedgerGauges, refresh
 from curaflow.sources.errors import SourceError
 from tests.conftest import StackFactory
+from tests.deps_support import acquired
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.replay import ReplayServer
 from tests.jobs_support import curaflow, discord_route
@@ -81,24 +79,6 @@ async def stacks(make_stack: StackFactory, replay: ReplayServer, discord: FakeDi
             await close_deps(deps)
 
 
-async def deliver_input(stack: Stack, deps: ActivityDeps) -> DeliverInput:
-    """Admit a one-cell job and acquire its work (the replay): the input of its deliver step."""
-    task = {
-        "protocol_version": "1",
-        "job_type": "candidate_search",
-        "idempotency_key": f"caps-{short_id()}",
-        "params": {"target_id": "demo"},
-    }
-    admitted = await Admitter(stack.settings, deps.pool, None).admit(task, start=False)
-    assert admitted.job_input is not None
-    job_id, target = admitted.job_id, admitted.job_input.targets[0]
-    acquired = await run_as_job(
-        AcquireActivity(deps).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
-    )
-    assert acquired.cell.state == CellState.ARTIFACT_READY
-    return DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000)
-
-
 async def deliver_failing(deps: ActivityDeps, inp: DeliverInput) -> ApplicationError:
     """Run the deliver step once; it must fail (a rate limit): its error."""
     with pytest.raises(ApplicationError) as raised:
@@ -120,7 +100,7 @@ async def test_a_global_rate_limit_holds_the_route_its_own_cap_whatever_the_refu
     # Discord's global limit stating a week: the route, and the send that met it, wait the
     # route-wide cap — before, delivery.route_pause_ms (the pause after refusals) decided it.
     stack, deps, route = await stacks(delivery)
-    inp = await deliver_input(stack, deps)
+    inp = await acquired(stack, deps, "demo")
     discord.script = [DcReply("429_global_stated", retry_after=WEEK_S)]
 
     err = await deliver_failing(deps, inp)
@@ -134,7 +114,7 @@ async def test_a_route_cooldown_written_a_week_ahead_holds_only_the_cap_from_whe
 ) -> None:
     # A row written before the cap existed: the route cooling down for a week.
     stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
-    inp = await deliver_input(stack, deps)
+    inp = await acquired(stack, deps, "demo")
     await deps.pool.execute(
         "INSERT INTO route_gates (route, cooldown_until) VALUES ($1, $2)", route, await db_now(deps.pool) + WEEK_MS
     )
@@ -175,7 +155,7 @@ async def test_a_route_pause_is_not_a_rate_limit_and_keeps_its_time(stacks: Any,
     # be long on purpose) is no delay a third party stated: it holds until its end or
     # `curaflow routes resume`.
     stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
-    inp = await deliver_input(stack, deps)
+    inp = await acquired(stack, deps, "demo")
     week_ahead = await db_now(deps.pool) + WEEK_MS
     await deps.pool.execute(
         "INSERT INTO route_gates (route, paused_until, pause_reason) VALUES ($1, $2, 'broken')", route, week_ahead
@@ -247,7 +227,7 @@ async def test_a_route_paused_and_cooling_down_a_week_ahead_keeps_its_pause_and_
     # Both columns a week ahead: the claim answers the pause (its time kept) and mends the
     # cooldown to the cap in the same statement.
     stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
-    inp = await deliver_input(stack, deps)
+    inp = await acquired(stack, deps, "demo")
     week_ahead = await db_now(deps.pool) + WEEK_MS
     await deps.pool.execute(
         """INSERT INTO route_gates (route, paused_until, pause_reason, cooldown_until, rate_limits)
