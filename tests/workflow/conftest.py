@@ -7,15 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 
-from tests.workflow.harness import Env, workers
+from tests.workflow.harness import Env, serving
 
 
 @pytest.fixture
 async def env(temporal_client: Client, temporal_address: str) -> AsyncIterator[Env]:
     """Fakes and in-process workers (sandboxed, as in production) on queues of their own."""
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=True):
-        try:
-            yield env
-        finally:
-            await env.terminate_open()  # before the workers stop: nothing left for them to wait on
+    async with serving(temporal_client, temporal_address, sandboxed=True) as env:
+        yield env  # its open jobs terminated before the workers stop: nothing left for them to wait on

@@ -244,6 +244,18 @@ async def ends_as_the_job_did(handle: WorkflowHandle[Any, Any], ended: JobState,
     assert state_of(failed.value) == ended
 
 
+@contextlib.asynccontextmanager
+async def serving(client: Client, address: str, *, sandboxed: bool) -> AsyncIterator[Env]:
+    """A fresh :class:`Env` served by its :func:`workers`; on exit every job it started that
+    is still open is terminated (:meth:`Env.terminate_open`) before the workers stop."""
+    env = Env(client, address)
+    async with workers(env, sandboxed=sandboxed):
+        try:
+            yield env
+        finally:
+            await env.terminate_open()
+
+
 async def result_of(handle: WorkflowHandle[Any, Any]) -> JobState:
     return JobState.model_validate(await handle.query("status"))
 

@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 import workflows.job
 from curaflow.domain.execution import MAX_JOB_TARGETS
-from tests.workflow.harness import Env, workers
+from tests.workflow.harness import Env, serving
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +43,8 @@ async def counted_renders(
         return real(*args)
 
     monkeypatch.setattr(workflows.job, "render_details", counting)
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=False):
-        try:
-            yield env, renders
-        finally:
-            await env.terminate_open()
+    async with serving(temporal_client, temporal_address, sandboxed=False) as env:
+        yield env, renders
 
 
 async def test_one_activation_renders_the_details_at_most_once_whatever_the_jobs_size(

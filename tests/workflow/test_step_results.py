@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from curaflow.domain.messages import CellUpdate
 from tests.support import eventually
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env, pending_step_id, workers
+from tests.workflow.harness import Env, pending_step_id, serving
 
 pytestmark = pytest.mark.integration
 
@@ -82,12 +82,8 @@ async def broken_reader(
     replaced for the test) hits a bug when it reads a step's result."""
     real = temporalio.workflow.payload_converter
     monkeypatch.setattr(temporalio.workflow, "payload_converter", lambda: BrokenReader(real()))
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=False):
-        try:
-            yield env
-        finally:
-            await env.terminate_open()
+    async with serving(temporal_client, temporal_address, sandboxed=False) as env:
+        yield env
 
 
 async def test_a_bug_reading_a_steps_result_fails_the_workflow_task_not_the_job(broken_reader: Env) -> None:
@@ -111,12 +107,8 @@ async def broken_pusher(
         raise TypeError("a bug while scheduling a push")
 
     monkeypatch.setattr(workflows.event_push, "push_options", broken)
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=False):
-        try:
-            yield env
-        finally:
-            await env.terminate_open()
+    async with serving(temporal_client, temporal_address, sandboxed=False) as env:
+        yield env
 
 
 async def test_a_bug_in_the_callback_pusher_fails_the_workflow_task_not_unseen(broken_pusher: Env) -> None:
@@ -140,12 +132,8 @@ async def broken_details(
         raise TypeError("a bug while rendering the details")
 
     monkeypatch.setattr(workflows.job, "render_details", broken)
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=False):
-        try:
-            yield env
-        finally:
-            await env.terminate_open()
+    async with serving(temporal_client, temporal_address, sandboxed=False) as env:
+        yield env
 
 
 async def test_a_bug_rendering_the_details_fails_the_workflow_task_not_unseen(broken_details: Env) -> None:
