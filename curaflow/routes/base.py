@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from curaflow.domain.models import Artifact, ArtifactFile, Work
+from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
 from curaflow.observability.secrets import redacted
@@ -198,7 +199,9 @@ def status_undefined(status: int) -> bool:
     return not 100 <= status <= 599
 
 
-def undefined_status_error(route: str, status: int, reason: TerminalReason) -> RouteError | None:
+def undefined_status_error(
+    route: str, status: int, reason: TerminalReason, retry_after: str | None = None
+) -> RouteError | None:
     """The one reading every route gives an answer whose status HTTP does not define
     (:func:`status_undefined`), before its body or headers are read; None for any other status.
 
@@ -218,6 +221,8 @@ def undefined_status_error(route: str, status: int, reason: TerminalReason) -> R
         route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
         status: the answer's HTTP status.
         reason: the route's reason for a failed attempt (``delivery_failed``, ``telegram_failed``).
+        retry_after: the answer's ``Retry-After``: read as a 5xx's, the delay it states is
+            waited (:func:`stated_delay_s`; 2026-12-07).
     """
     if not status_undefined(status):
         return None
@@ -225,6 +230,7 @@ def undefined_status_error(route: str, status: int, reason: TerminalReason) -> R
         reason,
         f"{route}: HTTP {status}, a status HTTP does not define (read as a 5xx that is not the receiver's own); "
         "the request may have been processed, outcome unknown",
+        retry_after_s=parse_retry_after(retry_after),
         ambiguous=True,
         answer=f"HTTP {status} (a status HTTP does not define)",
     )
@@ -233,15 +239,30 @@ def undefined_status_error(route: str, status: int, reason: TerminalReason) -> R
 #: Statuses Cloudflare answers itself when it never handed the request to the origin server
 #: behind it (Cloudflare's docs, "Cloudflare 5xx errors"): ``521`` web server is down (the
 #: origin refused the connection), ``522`` connection timed out, ``523`` origin is
-#: unreachable, ``525`` SSL handshake failed, ``526`` invalid SSL certificate.
-CLOUDFLARE_NOT_SENT = frozenset({521, 522, 523, 525, 526})
+#: unreachable, ``525`` SSL handshake failed, ``526`` invalid SSL certificate, ``530``
+#: Cloudflare "is unable to resolve the origin hostname, preventing it from establishing a
+#: connection to the origin server" (its body one of Cloudflare's 1xxx codes: 1016 Origin
+#: DNS error, 1033 a tunnel Cloudflare cannot resolve; 2026-12-07).
+CLOUDFLARE_NOT_SENT = frozenset({521, 522, 523, 525, 526, 530})
 #: Statuses Cloudflare answers itself after the origin had the request (same docs): ``520``
 #: the origin answered something Cloudflare could not read (empty, reset, malformed),
 #: ``524`` the origin took the request and sent no answer in time. It may have processed it.
 CLOUDFLARE_MAYBE_PROCESSED = frozenset({520, 524})
+#: Statuses of an origin's own answer under which Cloudflare answers one of its 1xxx errors
+#: itself, the request handed to no origin: ``409`` (Cloudflare's docs, "Error 409": "Cloudflare
+#: will return a 409 response for Error 1001: DNS Resolution Error"). Read as Cloudflare's only
+#: when its page states its code (:func:`cloudflare_code`): a receiver behind Cloudflare
+#: answers its own 409 with Cloudflare's headers too (a webhook receiver's duplicate).
+CLOUDFLARE_1XXX_NOT_SENT = frozenset({409})
 #: ``Server`` values Cloudflare's edge writes (``cloudflare``; ``cloudflare-nginx`` on older
 #: zones), read in any case, blanks around.
 CLOUDFLARE_SERVERS = frozenset({"cloudflare", "cloudflare-nginx"})
+#: The code of one of Cloudflare's own 1xxx errors, as its error page states it (Cloudflare's
+#: docs, "Cloudflare 1xxx errors": "1XXX errors appear in the HTML body of the response"): the
+#: whole body ``error code: 1016`` it gives a client that does not ask for HTML, or the
+#: ``cf-error-code`` span of its HTML page.
+_CLOUDFLARE_CODE_TEXT = re.compile(r"\s*error code: (1\d{3})\s*", re.IGNORECASE)
+_CLOUDFLARE_CODE_HTML = re.compile(r'<span class="cf-error-code">\s*(1\d{3})\s*</span>', re.IGNORECASE)
 
 
 def cloudflares_answer(headers: httpx.Headers) -> bool:
@@ -253,45 +274,85 @@ def cloudflares_answer(headers: httpx.Headers) -> bool:
     return server in CLOUDFLARE_SERVERS or bool(headers.get("cf-ray", "").strip())
 
 
-def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReason) -> RouteError | None:
-    """The one reading every route gives a 52x that Cloudflare answered itself about the
-    origin behind it (:func:`cloudflares_answer`), before its body or the route's own table
-    is read; None for any other answer (another status, or one no header says is
-    Cloudflare's: the route's own reading — a 5xx not the platform's, which may follow a
-    post).
+def cloudflare_code(response: httpx.Response) -> int | None:
+    """The code of Cloudflare's own 1xxx error ``response`` is (1001, 1016, 1020 …): an
+    answer through Cloudflare's edge (:func:`cloudflares_answer`) whose body is Cloudflare's
+    error page stating it — ``error code: <code>`` as the whole body, or the HTML page's
+    ``cf-error-code``; None for any other answer (the words inside another body, another
+    number, no Cloudflare header: the receiver's own answer)."""
+    if not cloudflares_answer(response.headers):
+        return None
+    text = response.text
+    said = _CLOUDFLARE_CODE_TEXT.fullmatch(text) or _CLOUDFLARE_CODE_HTML.search(text)
+    return int(said.group(1)) if said is not None else None
 
-    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526): the request never reached the
-      receiver — one attempt, retried, *not* ambiguous (no duplicate possible, on an
-      at-most-once route too), no answer of the receiver's (never counted in a streak).
+
+def stated_delay_s(headers: httpx.Headers) -> float | None:
+    """The delay an answer's ``Retry-After`` states, seconds
+    (:func:`curaflow.domain.ratelimit.parse_retry_after`), None when it states none: read
+    by every route from a 5xx (and HTTP's "send it again", :data:`SEND_AGAIN_STATUSES`), so
+    a receiver unavailable for a stated while is asked again after it
+    (:func:`curaflow.domain.ratelimit.stated_wait_ms`), not on Temporal's backoff — until
+    2026-12-07 only the webhook route read it, and not from Cloudflare's pages nor from a
+    status HTTP does not define."""
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReason) -> RouteError | None:
+    """The one reading every route gives an answer Cloudflare gave itself about the origin
+    behind it (:func:`cloudflares_answer`), before the route's own table is read; None for
+    any other answer (another status, one no header says is Cloudflare's: the route's own
+    reading — a 5xx not the platform's, which may follow a post).
+
+    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526, 530), and a
+      :data:`CLOUDFLARE_1XXX_NOT_SENT` status (409) whose body is Cloudflare's own 1xxx
+      error page (:func:`cloudflare_code`: 1001 DNS resolution error): the request never
+      reached the receiver — one attempt, retried, *not* ambiguous (no duplicate possible,
+      on an at-most-once route too), no answer of the receiver's (never counted in a
+      streak), never the receiver's duplicate nor its refusal.
     * :data:`CLOUDFLARE_MAYBE_PROCESSED` (520, 524): the receiver had the request and may
       have acted on it — *ambiguous* (the webhook retried with the same ``webhook-id`` and
       remembered as possibly delivered; Telegram and Discord as ``on_ambiguous`` says), its
       answer kept for an at-most-once route's streak.
 
-    Until 2026-12-07 Discord and Telegram read every one of them as a gateway error that may
-    have posted (a work behind a Cloudflare whose origin was down ended
-    ``delivery_unknown``, blocked on the route for good), and the webhook route read 520 and
-    524 as the receiver's own 5xx that processed nothing (offered again, once attempts ran
-    out, under another ``webhook-id``).
+    Either carries the delay its ``Retry-After`` states (:func:`stated_delay_s`).
+
+    Until 2026-12-07 Discord and Telegram read 521–526 as a gateway error that may have
+    posted (a work behind a Cloudflare whose origin was down ended ``delivery_unknown``,
+    blocked on the route for good), and the webhook route read 520 and 524 as the
+    receiver's own 5xx that processed nothing (offered again, once attempts ran out, under
+    another ``webhook-id``). Until 2026-12-07 too, 530 was a gateway error on Telegram and
+    Discord, and Cloudflare's 409 page (``error code: 1001``) the *receiver's duplicate* on
+    the webhook route — the work recorded delivered, nothing sent (``the route's refusal``
+    on Telegram and Discord).
 
     Args:
         route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
-        response: the answer (its status and headers; the body is not read).
+        response: the answer (its status and headers; its body only for a
+            :data:`CLOUDFLARE_1XXX_NOT_SENT` status or a 530, to quote Cloudflare's code).
         reason: the route's reason for a failed attempt (``delivery_failed``, ``telegram_failed``).
     """
     status = response.status_code
-    if status not in CLOUDFLARE_NOT_SENT | CLOUDFLARE_MAYBE_PROCESSED or not cloudflares_answer(response.headers):
+    if not cloudflares_answer(response.headers):
         return None
-    if status in CLOUDFLARE_NOT_SENT:
+    if status in CLOUDFLARE_NOT_SENT or status in CLOUDFLARE_1XXX_NOT_SENT:
+        code = cloudflare_code(response) if status in CLOUDFLARE_1XXX_NOT_SENT or status == 530 else None
+        if status in CLOUDFLARE_1XXX_NOT_SENT and code is None:
+            return None  # the receiver's own answer through Cloudflare
+        stated = f" (error code {code})" if code is not None else ""
         return RouteError(
             reason,
-            f"{route}: HTTP {status} from Cloudflare in front of the receiver: the origin was never reached "
-            "(down, unreachable, its connection or TLS refused); not sent, retried",
+            f"{route}: HTTP {status} from Cloudflare in front of the receiver{stated}: the origin was never reached "
+            "(down, unreachable, its name unresolved, its connection or TLS refused); not sent, retried",
+            retry_after_s=stated_delay_s(response.headers),
         )
+    if status not in CLOUDFLARE_MAYBE_PROCESSED:
+        return None
     return RouteError(
         reason,
         f"{route}: HTTP {status} from Cloudflare in front of the receiver: the origin had the request and its "
         "answer was lost; it may have been processed, outcome unknown",
+        retry_after_s=stated_delay_s(response.headers),
         ambiguous=True,
         answer=f"HTTP {status} (Cloudflare: the origin had the request)",
     )

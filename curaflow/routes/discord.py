@@ -39,11 +39,14 @@ gateway's JSON) holds the whole route (``route_wide``: the route cools down); Di
 own JSON 5xx (``{"code", "message"}``, :func:`is_discords_error`) → retried; a gateway
 error (502, 504) or any 5xx that is not Discord's error JSON (Cloudflare's HTML page, a
 proxy's JSON of another shape) → *ambiguous* (the gateway may have forwarded the
-request) — save Cloudflare's own 521, 522, 523, 525 and 526 (its ``Server: cloudflare`` or
-``CF-RAY``: Discord was never reached) → retried, not ambiguous, on an at-most-once route
-too (:func:`~curaflow.routes.base.cloudflare_error`, the one reading of every route; until
-2026-12-07 ambiguous, the work ``delivery_unknown`` for good; its 520 and 524, after which
-Discord may have posted, stay ambiguous); a status HTTP does not define (600–999), whatever its body — Discord's error
+request) — either waits the delay its ``Retry-After`` states (Discord's own in its API
+version's unit, anything else HTTP's seconds; until 2026-12-07 ignored) — save
+Cloudflare's own 521, 522, 523, 525, 526 and 530, and its 1xxx page under a 409 (its
+``Server: cloudflare`` or ``CF-RAY``: Discord was never reached) → retried, not ambiguous,
+on an at-most-once route too (:func:`~curaflow.routes.base.cloudflare_error`, the one
+reading of every route; until 2026-12-07 ambiguous, the work ``delivery_unknown`` for
+good — the 530 and the 409 until 2026-12-07 too; its 520 and 524, after which Discord may
+have posted, stay ambiguous); a status HTTP does not define (600–999), whatever its body — Discord's error
 shape included — → *ambiguous* too, the one reading of every route
 (:func:`~curaflow.routes.base.undefined_status_error`; until 2026-12-07 one in Discord's
 shape was ``route_refused``); a 4xx Discord says is about the content
@@ -490,7 +493,7 @@ def classify(
             (:func:`delays_in_ms`): a 429 of Discord's own shape is read so; one that is
             not Discord's (Cloudflare's page, a gateway's JSON) states HTTP's seconds.
     """
-    undefined = undefined_status_error("discord", status, TerminalReason.DELIVERY_FAILED)
+    undefined = undefined_status_error("discord", status, TerminalReason.DELIVERY_FAILED, retry_after)
     if undefined is not None:
         return undefined  # a status HTTP does not define: whatever its body, not Discord's answer
     detail = ""
@@ -519,15 +522,21 @@ def classify(
             rate_limited=True,
             route_wide=wide,
         )
+    # A 5xx's (or a send-again's) stated Retry-After is waited (until 2026-12-07 it was not:
+    # the next attempt came on Temporal's backoff, while a webhook's was honoured): in the
+    # unit of the URL's API version when the answer is Discord's own error, HTTP's seconds
+    # when it is what stands in front of Discord (as for a 429).
+    unavailable = first_retry_after(_ms_as_s(retry_after) if millis and is_discords_error(body) else retry_after)
     if status in GATEWAY_ERRORS or (status >= 500 and not is_discords_error(body)):
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
+            retry_after_s=unavailable,
             ambiguous=True,
             answer=answer,
         )
     if 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
-        return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
+        return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}", retry_after_s=unavailable)
     if status in WORK_STATUSES and is_the_works(body):
         return RouteError(
             TerminalReason.DELIVERY_REJECTED,

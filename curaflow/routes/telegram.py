@@ -63,12 +63,15 @@ last two in the Bot API's own refusal only    not the Bot API's own (a gateway's
 the Bot API's 400 (``error_code`` 400) with   the chat became a supergroup: switch to the
 ``parameters.migrate_to_chat_id`` a           new id and send again (once); in any other
 supergroup's id (``-100…``)                   answer, or to another id, never followed
-JSON 5xx other than 502/504                   retried (Telegram did not post it)
-Cloudflare's own 521, 522, 523, 525, 526      retried, not ambiguous: the Bot API server
-(``Server: cloudflare`` or ``CF-RAY``: a      was never reached (``cloudflare_error`` in
-Bot API server behind Cloudflare)             :mod:`curaflow.routes.base`; until
-                                              2026-12-07 ambiguous); its 520, 524 stay
-                                              ambiguous
+JSON 5xx other than 502/504                   retried (Telegram did not post it); a
+                                              ``Retry-After`` on any 5xx is waited
+                                              (``stated_delay_s``; until 2026-12-07
+                                              ignored)
+Cloudflare's own 521, 522, 523, 525, 526,     retried, not ambiguous: the Bot API server
+530, its 1xxx page under a 409                was never reached (``cloudflare_error`` in
+(``Server: cloudflare`` or ``CF-RAY``: a      :mod:`curaflow.routes.base`; until
+Bot API server behind Cloudflare)             2026-12-07 ambiguous, the 409 the
+                                              route's); its 520, 524 stay ambiguous
 a status HTTP does not define (600–999),      *ambiguous*, as a 5xx not the Bot API's
 whatever its body (the Bot API's shape too)   (RFC 9110 §15; ``undefined_status_error``
                                               in :mod:`curaflow.routes.base`, every
@@ -130,7 +133,7 @@ import httpx
 from pydantic import Field, SecretStr
 
 from curaflow.domain.models import ArtifactFile
-from curaflow.domain.ratelimit import first_retry_after
+from curaflow.domain.ratelimit import first_retry_after, parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
@@ -144,6 +147,7 @@ from curaflow.routes.base import (
     read_pages,
     refusal_answered,
     remote_id_of,
+    stated_delay_s,
     undefined_status_error,
     unread_answer,
 )
@@ -346,7 +350,7 @@ def classify(
             ``error_code`` that is its HTTP status); False: an answer of another shape,
             whose words never name the work nor a photo refused (2026-12-06).
     """
-    undefined = undefined_status_error("telegram", code, TerminalReason.TELEGRAM_FAILED)
+    undefined = undefined_status_error("telegram", code, TerminalReason.TELEGRAM_FAILED, retry_after)
     if undefined is not None:
         return undefined
     text = f"telegram: {code} {description}".strip()
@@ -374,7 +378,9 @@ def classify(
             route_wide=wide,
         )
     if 500 <= code < 600 or code in SEND_AGAIN_STATUSES:
-        return RouteError(TerminalReason.TELEGRAM_FAILED, text)
+        # Telegram did not post it; a stated Retry-After is waited (until 2026-12-07 it was
+        # not: the next attempt came on Temporal's backoff, while a webhook's was honoured).
+        return RouteError(TerminalReason.TELEGRAM_FAILED, text, retry_after_s=parse_retry_after(retry_after))
     if recognised and photo and code == 400 and phrase in PHOTO_REFUSED:
         return None
     if recognised and code == 400 and phrase in WORK_REFUSALS:
@@ -586,7 +592,9 @@ class TelegramRoute:
                     ) from err
                 response = refused
             status = response.status_code
-            undefined = undefined_status_error(f"telegram {method}", status, TerminalReason.TELEGRAM_FAILED)
+            undefined = undefined_status_error(
+                f"telegram {method}", status, TerminalReason.TELEGRAM_FAILED, response.headers.get("retry-after")
+            )
             if undefined is not None:
                 raise undefined  # a status HTTP does not define: whatever its body, not the Bot API's
             cloudflare = cloudflare_error(f"telegram {method}", response, TerminalReason.TELEGRAM_FAILED)
@@ -610,7 +618,7 @@ class TelegramRoute:
                 # good; until 2026-12-06 `ok: true` under any status was a delivery (a 403,
                 # a 302 or a 500 reported the work delivered).
                 if 200 <= status < 300 or status >= 500:
-                    raise _maybe_posted(method, status)
+                    raise _maybe_posted(method, response)
                 self._raise_for(
                     method, status, "(not the Bot API's answer)", {}, response, photo=False, recognised=False
                 )
@@ -621,7 +629,7 @@ class TelegramRoute:
                 # follow a post or not: until 2026-12-07 it was every file posted, the work
                 # recorded delivered with nothing in the chat, every delivery so, unpaged.
                 if "result" not in body:
-                    raise _maybe_posted(method, status)
+                    raise _maybe_posted(method, response)
                 return body["result"]
             raw_params = body.get("parameters")
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
@@ -641,7 +649,7 @@ class TelegramRoute:
             # held back, then posted again; a rate limit in its words retried it at once)
             # and such a 5xx retried as not posted (a second post on an at-most-once route).
             if 200 <= status < 300 or (status >= 500 and not recognised):
-                raise _maybe_posted(method, status)
+                raise _maybe_posted(method, response)
             migrated = params.get("migrate_to_chat_id")
             # Followed only in the Bot API's own 400 and to a supergroup's id (the one chat
             # a group migrates to, :func:`supergroup_id`); any other is an answer not
@@ -684,6 +692,7 @@ class TelegramRoute:
             raise RouteError(
                 TerminalReason.TELEGRAM_FAILED,
                 f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
+                retry_after_s=stated_delay_s(response.headers),
                 ambiguous=True,
                 answer=f"{code} {description}",
             )
@@ -710,18 +719,22 @@ class TelegramRoute:
         raise error
 
 
-def _maybe_posted(method: str, status: int) -> RouteError:
+def _maybe_posted(method: str, response: httpx.Response) -> RouteError:
     """The failure of an answer under a 2xx or a 5xx that is not the Bot API's own (a
     gateway's page, an envelope of another shape or whose ``error_code`` is not its
     status): the request may have reached Telegram and been posted — ambiguous, the
     route's ``on_ambiguous`` decides (module doc). It is an answer all the same: its
     status is counted in the route's streak when it ends the work ``delivery_unknown``
     (a proxy answering every request so pauses the route instead of blocking one work a
-    job for ever; :mod:`activities.deliver.recording`, 2026-12-07)."""
+    job for ever; :mod:`activities.deliver.recording`, 2026-12-07). A 5xx's
+    ``Retry-After`` is the wait before a route that may send again does
+    (:func:`~curaflow.routes.base.stated_delay_s`, 2026-12-07)."""
+    status = response.status_code
     what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
     return RouteError(
         TerminalReason.TELEGRAM_FAILED,
         f"telegram {method}: HTTP {status}, {what}; the request may have reached Telegram, outcome unknown",
+        retry_after_s=stated_delay_s(response.headers) if status >= 500 else None,
         ambiguous=True,
         answer=f"{status} ({what})",
     )

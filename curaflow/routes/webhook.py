@@ -38,11 +38,14 @@ only when the receiver says the work is the problem):
                         possibly delivered; the word is the receiver's answer
                         (a work whose attempts all ran out on it counts in the
                         route's refusal streak)
-409                     the receiver already had it: duplicate
+409                     the receiver already had it: duplicate — save Cloudflare's
+                        own 1xxx page under it (``error code: 1001``, below)
 Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
-522, 523, 525, 526 /    the receiver had it: one attempt, *ambiguous*
-520, 524                (:func:`~curaflow.routes.base.cloudflare_error`, the one
-                        reading of every route)
+522, 523, 525, 526,     the receiver had it: one attempt, *ambiguous*
+530, its 1xxx page      (:func:`~curaflow.routes.base.cloudflare_error`, the one
+under a 409 / 520, 524  reading of every route; until 2026-12-07 Cloudflare's 409
+                        page was the receiver's duplicate: the work recorded
+                        delivered, never sent); a ``Retry-After`` is waited
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
@@ -451,7 +454,9 @@ class WebhookRoute:
                 ) from err
             response = refused
         status = response.status_code
-        undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED)
+        undefined = undefined_status_error(
+            "webhook", status, TerminalReason.DELIVERY_FAILED, response.headers.get("retry-after")
+        )
         if undefined is not None:
             raise undefined  # a status HTTP does not define: the one reading of every route
         cloudflare = cloudflare_error("webhook", response, TerminalReason.DELIVERY_FAILED)
@@ -539,7 +544,7 @@ def classify(status: int, retry_after: str | None) -> RouteError:
     anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
     does not define (600–999) is none of these: one attempt, ambiguous
     (:func:`~curaflow.routes.base.undefined_status_error`)."""
-    undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED)
+    undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED, retry_after)
     if undefined is not None:
         return undefined
     if status == 429 or 500 <= status < 600 or status in SEND_AGAIN_STATUSES:

@@ -17,6 +17,18 @@ so attempts that ran out offered the work to the next job under another ``webhoo
 
 Cloudflare's answer is known by its headers (``Server: cloudflare``, ``CF-RAY``); the
 same status without them is not Cloudflare's word and keeps each route's reading.
+
+Cloudflare's own 1xxx errors (its docs, "Cloudflare 1xxx errors": "HTTP errors such as
+409, 530, 403, and 429 are returned in the HTTP status header of a response, while 1XXX
+errors appear in the HTML body") are Cloudflare's answers, never the receiver's: ``530``
+(Cloudflare "is unable to resolve the origin hostname, preventing it from establishing a
+connection to the origin server": 1016 Origin DNS error, 1033 a tunnel not connected) and
+a ``409`` stating a 1xxx code (Cloudflare "will return a 409 response for Error 1001: DNS
+Resolution Error") say the request never reached the receiver — until 2026-12-07 the
+first was a gateway error on Telegram and Discord (the work ``delivery_unknown`` for good)
+and the second a *duplicate* on the webhook route: the work recorded delivered, never
+sent. A 1xxx page under 403 (1020 access denied, 1006–1010 banned) or 429 (1015 rate
+limited) is the route's refusal or the route's rate limit, never the work's.
 """
 
 from __future__ import annotations
@@ -29,11 +41,11 @@ import httpx
 import pytest
 
 from curaflow.domain.reasons import Owner, TerminalReason
-from curaflow.domain.verdicts import delivery_verdict
-from curaflow.routes.base import cloudflares_answer
-from tests.unit.test_route_answers import discord, failure, telegram, webhook
+from curaflow.domain.verdicts import delivery_verdict, owner_of
+from curaflow.routes.base import RouteError, cloudflare_code, cloudflares_answer
+from tests.unit.test_route_answers import discord, failure, request_of, telegram, webhook
 
-NOT_REACHED = [521, 522, 523, 525, 526]
+NOT_REACHED = [521, 522, 523, 525, 526, 530]
 MAY_HAVE_PROCESSED = [520, 524]
 #: The headers Cloudflare puts on its own pages, alone or together.
 CLOUDFLARE_HEADERS = {
@@ -124,3 +136,116 @@ async def test_other_statuses_cloudflare_carries_keep_the_routes_reading(tmp_pat
 )
 def test_cloudflares_answer_is_known_by_its_headers(headers: dict[str, str], said: bool) -> None:
     assert cloudflares_answer(httpx.Headers(headers)) is said
+
+
+# ---- Cloudflare's own 1xxx errors ------------------------------------------------------------------
+
+CF = {"server": "cloudflare", "cf-ray": "8a1b2c3d4e5f6071-LAX"}
+
+
+def cloudflare_1xxx(status: int, code: int, form: str, headers: dict[str, str] | None = None) -> Any:
+    """Cloudflare's own 1xxx error as it answers it: plain text to a client that does not
+    ask for HTML (``error code: 1016``), or its HTML page (the code in ``cf-error-code``)."""
+    if form == "text":
+        body, kind = f"error code: {code}", "text/plain; charset=UTF-8"
+    else:
+        body = (
+            "<!DOCTYPE html><html><head><title>Error | hook.test | Cloudflare</title></head><body>"
+            '<div id="cf-error-details"><h1><span class="cf-error-type" data-translate="error">Error</span>'
+            f'<span class="cf-error-code">{code}</span><small class="heading-ray-id">Ray ID: 8a1b2c3d4e5f6071</small>'
+            "</h1></div></body></html>"
+        )
+        kind = "text/html; charset=UTF-8"
+    chosen = CF if headers is None else headers
+    return lambda _r: httpx.Response(status, text=body, headers={"content-type": kind, **chosen})
+
+
+@pytest.mark.parametrize("form", ["text", "html"])
+@pytest.mark.parametrize(("status", "code"), [(530, 1016), (530, 1033), (409, 1001), (409, 1014)])
+@pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
+async def test_cloudflare_unable_to_reach_the_origin_is_never_the_receivers_answer(
+    tmp_path: Path, route_of: Any, status: int, code: int, form: str
+) -> None:
+    # Not sent, one retried attempt: never a duplicate (the webhook's 409: until 2026-12-07
+    # the work recorded delivered with nothing sent), never a possible post (Telegram's and
+    # Discord's 530: until 2026-12-07 `delivery_unknown` for good), never refused.
+    async with httpx.AsyncClient(transport=httpx.MockTransport(cloudflare_1xxx(status, code, form))) as http:
+        try:
+            receipt = await route_of(http).deliver(request_of(tmp_path))
+        except RouteError as caught:
+            err = caught
+        else:
+            pytest.fail(f"Cloudflare's {status} / {code} was taken for a delivery: {receipt}")
+    assert not err.ambiguous and not err.permanent and not err.rate_limited, str(err)
+    assert err.reason in (TerminalReason.DELIVERY_FAILED, TerminalReason.TELEGRAM_FAILED), err.reason
+    assert err.answer is None, "Cloudflare's word about the origin is no answer of the receiver's"
+    assert "cloudflare" in str(err).lower() and str(code) in str(err), str(err)
+
+
+async def test_the_receivers_own_409_behind_cloudflare_is_still_a_duplicate(tmp_path: Path) -> None:
+    # Every answer through Cloudflare carries its headers: only a body stating Cloudflare's
+    # own 1xxx code makes a 409 Cloudflare's.
+    for body in ({"json": {"error": "duplicate"}}, {"text": "already have it: error code 1001 of ours"}, {}):
+        answer = lambda _r, body=body: httpx.Response(409, headers=CF, **body)  # noqa: E731
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+            receipt = await webhook(http).deliver(request_of(tmp_path))
+        assert receipt.duplicate, body
+
+
+async def test_a_1xxx_page_without_cloudflares_headers_keeps_the_routes_reading(tmp_path: Path) -> None:
+    # The same words from a server no header says is Cloudflare's: the webhook's 409 is
+    # its receiver's duplicate, as its contract says.
+    async with httpx.AsyncClient(transport=httpx.MockTransport(cloudflare_1xxx(409, 1001, "text", {}))) as http:
+        receipt = await webhook(http).deliver(request_of(tmp_path))
+    assert receipt.duplicate
+
+
+@pytest.mark.parametrize("form", ["text", "html"])
+@pytest.mark.parametrize("code", [1006, 1009, 1010, 1012, 1020])
+@pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
+async def test_cloudflare_denying_access_is_the_routes_never_the_works(
+    tmp_path: Path, route_of: Any, code: int, form: str
+) -> None:
+    err = await failure(route_of, cloudflare_1xxx(403, code, form), tmp_path)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and owner_of(err.reason) == Owner.ROUTE, (err.reason, str(err))
+    assert not err.ambiguous
+
+
+@pytest.mark.parametrize("form", ["text", "html"])
+@pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
+async def test_cloudflares_rate_limit_holds_the_whole_route_never_the_work(
+    tmp_path: Path, route_of: Any, form: str
+) -> None:
+    err = await failure(route_of, cloudflare_1xxx(429, 1015, form), tmp_path)
+    assert err.rate_limited and err.route_wide and not err.permanent and not err.ambiguous, str(err)
+    assert owner_of(err.reason) == Owner.ROUTE
+
+
+async def test_discords_own_block_in_json_is_the_routes(tmp_path: Path) -> None:
+    # Discord answers a request its Cloudflare blocks in its own JSON shape
+    # (discord-api-docs #6473: `{"message": "internal network error", "code": 40333}`):
+    # a code no list of the work's holds — the route's, whatever the status.
+    body = {"message": "internal network error", "code": 40333}
+    for status in (400, 403):
+        err = await failure(discord, lambda _r, s=status: httpx.Response(s, json=body, headers=CF), tmp_path)
+        assert err.reason == TerminalReason.ROUTE_REFUSED, (status, err.reason)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ("error code: 1016", 1016),
+        ("  error code: 1001\n", 1001),
+        ("Error Code: 1020", 1020),
+        ('<h1><span class="cf-error-code">1033</span></h1>', 1033),
+        ('<span class="cf-error-code"> 1015 </span>', 1015),
+        ("error code: 520", None),  # a 52x page's status, not a 1xxx
+        ("error code: 10160", None),
+        ("our error code: 1001, retry later", None),  # words inside another answer
+        ('{"error": "error code: 1001"}', None),
+        ("", None),
+    ],
+)
+def test_cloudflares_1xxx_code_is_read_from_its_own_page_only(body: str, code: int | None) -> None:
+    assert cloudflare_code(httpx.Response(409, text=body, headers=CF)) == code
+    assert cloudflare_code(httpx.Response(409, text=body)) is None  # no header says it is Cloudflare's
