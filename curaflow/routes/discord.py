@@ -26,7 +26,7 @@ the rest of that message is posted again, never left out.
 
 Classification (:func:`classify`; the reason names the failure's owner,
 :mod:`curaflow.domain.verdicts`): a 2xx with the created message (an object with its
-``id``) → confirmed; 429 → retried after the body's
+``id`` and ``channel_id``, :func:`is_discords_message`) → confirmed; 429 → retried after the body's
 ``retry_after`` or ``Retry-After`` — in the unit of the API version the URL names
 (:func:`delays_in_ms`: seconds from v8, milliseconds before it and for a URL naming none,
 as Discord hands one out; until 2026-12-07 always seconds, the default version's 6457 ms
@@ -73,7 +73,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import httpx
 from pydantic import Field, SecretStr, model_validator
@@ -312,8 +312,9 @@ class DiscordRoute:
             # not wait, and then "a message that is not saved does not return an error" —
             # says nothing about whether the message exists: unknown, as any answer that
             # does not say. Until 2026-12-06 a 204 was a delivery (the intent `delivered`,
-            # the work never sent again, though nothing confirmed it).
-            if not isinstance(body, dict) or "id" not in body:
+            # the work never sent again, though nothing confirmed it); until 2026-12-07 so
+            # was any object with an `id` (:func:`is_discords_message`).
+            if not is_discords_message(body):
                 raise RouteError(
                     TerminalReason.DELIVERY_FAILED,
                     f"discord: HTTP {status} without the created message; outcome unknown",
@@ -374,6 +375,21 @@ def _ms_as_s(value: object) -> object:
 _DECIMAL = re.compile(r"\d+(?:\.\d+)?")
 #: Past any delay curaflow waits (a week, :data:`~curaflow.domain.ratelimit.MAX_STATED_S`), ms.
 _MS_MAX = 10**12
+
+
+def is_discords_message(body: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether ``body`` (a 2xx's JSON, None when it is not JSON) is the message Discord
+    created: an object with its ``id`` and the ``channel_id`` it was posted in — both always
+    in Discord's message object (docs "Message Object"), which a webhook executed with
+    ``wait=true`` answers. The id's shape is not judged (one curaflow cannot keep is
+    recorded unknown, :func:`~curaflow.routes.base.remote_id_of`): the object is Discord's
+    word that it posted.
+
+    Any other 2xx body — an ``id`` alone (what any service answers a create with: a
+    webhook URL mistyped to another service's), no ``id``, a list, a page — confirms
+    nothing: ambiguous, never a delivery. Until 2026-12-07 an object with an ``id`` was a
+    delivery, the work recorded delivered with nothing in the channel."""
+    return isinstance(body, dict) and "id" in body and "channel_id" in body
 
 
 def is_discords_error(body: Any) -> bool:

@@ -452,14 +452,24 @@ async def test_a_discord_rate_limits_scope_is_read_as_written_and_the_unknown_ho
         lambda _r: httpx.Response(200),
         lambda _r: httpx.Response(202, text=""),
         lambda _r: httpx.Response(200, json={"ok": True}),
+        lambda _r: httpx.Response(200, json={"id": "1234"}),
+        lambda _r: httpx.Response(201, json={"id": 5, "status": "created"}),
+        lambda _r: httpx.Response(200, json={"channel_id": "9"}),
+        lambda _r: httpx.Response(200, json=[{"id": "1234", "channel_id": "9"}]),
+        lambda _r: httpx.Response(200, text="<html>id channel_id</html>", headers={"content-type": "text/html"}),
     ],
-    ids=["204", "200-empty", "202-empty", "200-no-message"],
+    ids=["204", "200-empty", "202-empty", "200-no-message", "200-id-alone", "201-created", "200-no-id", "list", "html"],
 )
 async def test_a_discord_2xx_without_the_created_message_is_an_unknown_outcome(tmp_path: Path, answer: Answer) -> None:
     """The route asks ``wait=true``: Discord then answers the created message. A 2xx
     without it — a bare 204 (Discord's answer when it did *not* wait: "a message that is
     not saved does not return an error"), an empty 200 — confirms nothing: the message may
-    or may not exist (ambiguous, the route's ``on_ambiguous`` decides), never a delivery."""
+    or may not exist (ambiguous, the route's ``on_ambiguous`` decides), never a delivery.
+    Nor does an object that is no message of Discord's: an ``id`` alone (any service's
+    answer to a create — a webhook URL mistyped to another service's; until 2026-12-07 a
+    delivery, the work recorded delivered with nothing in the channel), a message without
+    the channel it was posted in (a message object always names it: Discord's docs,
+    "Message Object")."""
     err = await failure(discord, answer, tmp_path)
     assert err.ambiguous and not err.permanent
     # An answer all the same: three works ending unknown with it pause the route.
@@ -475,7 +485,8 @@ async def test_an_integer_id_longer_than_any_id_is_a_delivery_with_no_id(tmp_pat
     length already is): the delivery stands, its id unknown, on every route."""
     receipt = await deliver(webhook, lambda _r: httpx.Response(200, json={"id": HUGE_ID}), tmp_path)
     assert receipt.remote_status == "200" and receipt.remote_id is None
-    receipt = await deliver(discord, lambda _r: httpx.Response(200, json={"id": HUGE_ID}), tmp_path)
+    posted_dc = {"id": HUGE_ID, "channel_id": "9"}
+    receipt = await deliver(discord, lambda _r: httpx.Response(200, json=posted_dc), tmp_path)
     assert receipt.remote_ids == [[None]] and receipt.remote_id is None
     posted = {"ok": True, "result": {"message_id": HUGE_ID, "chat": {"id": -100}}}
     receipt = await deliver(telegram, lambda _r: httpx.Response(200, json=posted), tmp_path)
