@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -43,6 +44,7 @@ from curaflow.client import (
 )
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
+from curaflow.observability.console import print_json
 from curaflow.protocol import models
 
 ApiUrlOption = typer.Option(
@@ -170,10 +172,17 @@ def job_table(job: models.Job) -> Table:
     return table
 
 
+#: How ``--json`` writes a job's body and an event: as the API sends them (pydantic's
+#: ``model_dump_json``: no spaces, letters beyond ASCII as they are).
+BODY_JSON: dict[str, Any] = {"separators": (",", ":"), "ensure_ascii": False}
+
+
 def print_job(job: models.Job, as_json: bool) -> None:
     """Print a job: its protocol JSON (``--json``) or a table."""
     if as_json:
-        print(job.model_dump_json(exclude_unset=True), flush=True)  # the body as the API sent it
+        print_json(
+            job.model_dump(mode="json", exclude_unset=True), flush=True, **BODY_JSON
+        )  # the body as the API sent it
     else:
         out_console.print(job_table(job))
 
@@ -331,7 +340,7 @@ def events(
 
     def show(event: models.Event) -> None:
         if as_json:
-            print(event.model_dump_json(exclude_unset=True), flush=True)
+            print_json(event.model_dump(mode="json", exclude_unset=True), flush=True, **BODY_JSON)
         else:
             out_console.print(describe_event(event), markup=False, highlight=False)
 

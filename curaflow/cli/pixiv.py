@@ -29,6 +29,7 @@ import typer
 
 from curaflow.cli.common import ConfigOption, error, out_console, settings_or_exit, warning
 from curaflow.config import Settings
+from curaflow.observability.console import print_text
 from curaflow.sources.pixiv.client import PIXIV_API_URL
 from curaflow.sources.pixiv.login import (
     LoginError,
@@ -108,15 +109,15 @@ def login(account: str = AccountOption, config: Path | None = ConfigOption) -> N
     settings = settings_or_exit(config)
     _account_or_exit(settings, account)
     attempt = start_login(settings.pixiv.api_url)
-    print("1. Open this address in a browser and sign in to Pixiv:\n")
-    print(f"   {attempt.url}\n")
-    print("2. The browser ends on a blank page. Copy its address (developer tools, Network tab,")
-    print("   filter 'callback': https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback?…code=…)")
-    print("   and paste it here, or just its code. Be quick: a code expires about 30 s after you sign in.\n")
-    print("address or code: ", end="", flush=True)
+    print_text("1. Open this address in a browser and sign in to Pixiv:\n")
+    print_text(f"   {attempt.url}\n")
+    print_text("2. The browser ends on a blank page. Copy its address (developer tools, Network tab,")
+    print_text("   filter 'callback': https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback?…code=…)")
+    print_text("   and paste it here, or just its code. Be quick: a code expires about 30 s after you sign in.\n")
+    print_text("address or code: ", end="", flush=True)
     pasted = sys.stdin.readline()
     if not pasted.endswith("\n"):
-        print()  # the end of input: the messages that follow start on their own line
+        print_text("")  # the end of input: the messages that follow start on their own line
     try:
         code = code_from(pasted)
         info = _with_http(settings, lambda http: exchange_code(http, attempt, code, auth_url=settings.pixiv.auth_url))

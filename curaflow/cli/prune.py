@@ -10,7 +10,6 @@ error (no age given and no ``retention.days``), 3 when the ledger could not be r
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from curaflow.cli.remembered import ledger_pool
 from curaflow.config.checks import MAX_SETTING_DAYS
 from curaflow.ledger import retention
 from curaflow.ledger.db import now_ms
+from curaflow.observability.console import print_json
 from curaflow.observability.logs import configure_logging
 
 
@@ -79,7 +79,7 @@ def prune(
 
     out = asyncio.run(main())
     if as_json:
-        print(json.dumps(out, indent=2))
+        print_json(out, indent=2)
         refused(out["errors"])
         return
     verb = "would prune" if dry_run else "pruned"

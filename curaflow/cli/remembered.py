@@ -75,6 +75,7 @@ from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
+from curaflow.observability.console import print_json
 from curaflow.observability.logs import configure_logging
 from curaflow.sources.pixiv.frontier import describe as describe_pixiv_frontier
 
@@ -145,7 +146,7 @@ def _when(ms: int) -> str:
 
 
 def _print_json(rows: list[Any]) -> None:
-    typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+    print_json(rows, ensure_ascii=False, indent=2)
 
 
 # ---- refusals ---------------------------------------------------------------------------

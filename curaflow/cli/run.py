@@ -13,7 +13,6 @@ command holding this state directory's among them: :class:`~curaflow.devstack.st
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 import uuid
@@ -42,6 +41,7 @@ from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
 from curaflow.jobs.admission import Admitter, check_task_against, resolve_target
 from curaflow.ledger.records import load_job
+from curaflow.observability.console import print_json
 from curaflow.observability.logs import configure_logging
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.projection import project_job
@@ -220,7 +220,7 @@ async def run_job(
     result["job"] = job
     result["deliveries"] = deliveries(settings, record)
     if as_json:
-        out_console.print_json(json.dumps(result, ensure_ascii=False))
+        print_json(result, ensure_ascii=False, indent=2)  # as rich wrote it, never folded, masked
     else:
         print_summary(result, record)
     if record.completed_at is None:

@@ -13,7 +13,6 @@ when the ledger could not be reached (as the other ledger commands:
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +37,7 @@ from curaflow.cli.common import (
 )
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
+from curaflow.observability.console import print_json
 from curaflow.observability.logs import configure_logging
 from curaflow.temporal.connection import connect
 
@@ -157,7 +157,7 @@ def list_(
             }
             for v in views
         ]
-        print(json.dumps(rows, indent=2))
+        print_json(rows, indent=2)
         return
     render_schedules(views, out_console)
 
@@ -249,16 +249,14 @@ def trigger(
             "(overlap policy skip: the previous occurrence may still run — see `curaflow schedules list`)"
         )
         if as_json:
-            print(json.dumps({"schedule_id": schedule_id, "job_id": None, "scheduled_at": None}))
+            print_json({"schedule_id": schedule_id, "job_id": None, "scheduled_at": None})
             err_console.print(message)
         else:
             out_console.print(message)
         return
     if as_json:
-        print(
-            json.dumps(
-                {"schedule_id": schedule_id, "job_id": started.job_id, "scheduled_at": started.scheduled_at.isoformat()}
-            )
+        print_json(
+            {"schedule_id": schedule_id, "job_id": started.job_id, "scheduled_at": started.scheduled_at.isoformat()}
         )
     else:
         out_console.print(f"triggered {schedule_id}: job {started.job_id}", highlight=False)
@@ -318,7 +316,7 @@ def misses(
             }
             for r in rows
         ]
-        print(json.dumps(out, indent=2))
+        print_json(out, indent=2)
         return
     print_misses(rows)
 

@@ -23,7 +23,6 @@ went unexamined and the answer could be "can be retired").
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from curaflow.cli.common import (
     temporal_service_or_exit,
 )
 from curaflow.config import Settings
+from curaflow.observability.console import print_json
 from curaflow.observability.logs import configure_logging
 from curaflow.temporal.connection import describe_service
 
@@ -163,7 +163,7 @@ def upgrade_check(
         found = asyncio.run(main())
     query = legacy_query(started_before=before, include_closed=include_closed)
     if as_json:
-        print(json.dumps({"query": query, "retirable": not found, "executions": found}, indent=2))
+        print_json({"query": query, "retirable": not found, "executions": found}, indent=2)
     elif not found:
         out_console.print(
             f"job_v1 can be retired: no execution without a core-v2 or core-v3 marker ({query})", highlight=False

@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from curaflow.observability.secrets import redacted
+from curaflow.observability.secrets import redacted, redacted_texts
 
 SECRET_KEYS = ("token", "secret", "authorization", "password", "refresh_token", "api_key")
 
@@ -53,22 +53,20 @@ def _masked(renderer: Any) -> Any:
     return render
 
 
+def _written(value: Any) -> Any:
+    """How the JSON renderer writes an object that is no JSON value (structlog's fallback:
+    ``__structlog__`` or its ``repr``)."""
+    written = getattr(value, "__structlog__", None)
+    return written() if callable(written) else repr(value)
+
+
 def _masked_text(value: Any) -> Any:
     """``value`` (an event's value) with every text in it masked
-    (:func:`~curaflow.observability.secrets.redacted`): a string, the strings of a mapping
-    (its keys too) or a sequence; any other object as the JSON renderer would write it
-    (structlog's fallback: ``__structlog__`` or its ``repr``), masked. A number, a boolean
-    and None are written as they are: curaflow's own values (counts, times, sizes)."""
-    if isinstance(value, str):
-        return redacted(value)
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, dict):
-        return {(_masked_text(k) if isinstance(k, str) else k): _masked_text(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_masked_text(v) for v in value]
-    written = getattr(value, "__structlog__", None)
-    return _masked_text(written() if callable(written) else repr(value))
+    (:func:`~curaflow.observability.secrets.redacted_texts`): a string, the strings of a
+    mapping (its keys too) or a sequence; any other object as the JSON renderer would write
+    it (:func:`_written`), masked. A number, a boolean and None are written as they are:
+    curaflow's own values (counts, times, sizes)."""
+    return redacted_texts(value, _written)
 
 
 def _mask_texts(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:

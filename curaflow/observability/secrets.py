@@ -21,7 +21,10 @@ line whole; tracebacks included), the error
 types whose words are stored and answered (``SourceError``, ``WorkUnavailable``,
 ``RouteError``: a source guard's quote of a source's exception is the cell's message), and
 a failing loop's words (:mod:`curaflow.observability.supervision`: ``/ready``, which
-anyone may ask, and the process's exit reason; :mod:`curaflow.process.readiness`).
+anyone may ask, and the process's exit reason; :mod:`curaflow.process.readiness`), and
+what a command prints (:mod:`curaflow.observability.console`: its console, its plain
+lines and ``--json``, :func:`redacted_texts`; until 2026-12-07 a command's error line
+quoted a library's words whole).
 
 What is held (:func:`hold`): every secret setting of every configuration the process
 loaded (``curaflow.config.load_settings``: ``Settings.secret_settings`` — the API token,
@@ -43,6 +46,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlsplit
 
 #: What stands for a secret in a text written out.
@@ -109,10 +114,62 @@ def hold_url_parts(*urls: str | None) -> None:
     hold(*(part for url in urls if url for part in url_parts(url)))
 
 
+def held_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds a secret this process holds: ``(start, end)`` character offsets,
+    in order, none overlapping another — each held form, longest first, at each occurrence
+    (left to right) that a longer one does not already cover. The one rule of what is
+    masked: :func:`redacted` replaces these spans of a string, and a console keeps the
+    styles around them (:func:`curaflow.observability.console.text_console`)."""
+    spans: list[tuple[int, int]] = []
+    for secret in _held:
+        if secret not in text:
+            continue
+        start = text.find(secret)
+        while start != -1:
+            end = start + len(secret)
+            if any(start < taken_end and taken_start < end for taken_start, taken_end in spans):
+                start = text.find(secret, start + 1)
+            else:
+                spans.append((start, end))
+                start = text.find(secret, end)
+    return sorted(spans)
+
+
 def redacted(text: str) -> str:
-    """``text`` with every secret this process holds replaced by :data:`MASK`."""
-    held = _held
-    for secret in held:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    """``text`` with every secret this process holds replaced by :data:`MASK`
+    (:func:`held_spans`)."""
+    spans = held_spans(text)
+    if not spans:
+        return text
+    pieces: list[str] = []
+    position = 0
+    for start, end in spans:
+        pieces += [text[position:start], MASK]
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def redacted_texts(value: Any, written: Callable[[Any], Any] = repr) -> Any:
+    """``value`` — a JSON-like structure — with every text in it masked (:func:`redacted`):
+    a string, the strings of a mapping (its keys too) or of a list or tuple (a list);
+    a number, a boolean and None as they are (the writer's own values: counts, times,
+    sizes); any other object as ``written`` gives it (``repr`` by default), masked.
+
+    Masking each text before the JSON is written, not the JSON text, keeps it JSON: a held
+    secret's characters are found where they stand in the text, never inside a number nor
+    across a JSON escape (a secret beginning with ``n`` in the JSON text ``\\nQ7x…``) —
+    the log lines' rule (:mod:`curaflow.observability.logs`) and ``--json``'s
+    (:func:`curaflow.observability.console.print_json`)."""
+    if isinstance(value, str):
+        return redacted(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {
+            (redacted(key) if isinstance(key, str) else key): redacted_texts(item, written)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redacted_texts(item, written) for item in value]
+    return redacted_texts(written(value), written)

@@ -581,17 +581,18 @@ def main(config: str | None = None) -> None:
     import sys
 
     from curaflow.config import ConfigError, load_settings
+    from curaflow.observability.console import print_text
 
     try:
         settings = load_settings(config)
     except ConfigError as err:
-        print(f"curaflow worker: {err}", file=sys.stderr)
+        print_text(f"curaflow worker: {err}", err=True)
         code = EXIT_CANNOT_START
     else:
         configure_logging(settings.observability.log_level, settings.observability.log_json)
         code, message = run_process(settings)
         if message:
-            print(f"curaflow worker: {message}", file=sys.stderr)
+            print_text(f"curaflow worker: {message}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
