@@ -144,7 +144,7 @@ async def check_response(response: httpx.Response) -> None:
     path = request.url.path  # percent-decoded
     # Operations are told apart on the raw path split at its literal ``/``: ``/jobs/a%2Fevents``
     # is the job ``a/events``, not the events of ``a``, while ``/jobs/a/%65vents`` is the
-    # events of ``a`` (the server reads it so too: curaflow.api.jobs.literal_suffix).
+    # events of ``a`` (the server reads it so too: curaflow.api.methods.segment_path).
     raw_segments = request.url.raw_path.decode("ascii").split("?", 1)[0].split("/")
     route_path = "/".join(unquote(segment).replace("/", "%2F") for segment in raw_segments)
     if path in ("/openapi.json", "/metrics") or path.startswith("/docs") or path.startswith("/redoc"):

@@ -41,7 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from curaflow.api.methods import JobAddressOnly, allowed_methods
+from curaflow.api.methods import allowed_methods
 from curaflow.ledger.db import is_unavailable
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -191,13 +191,16 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, err: StarletteHTTPException) -> JSONResponse:
         request.state.error_code = "invalid_params"
-        message = {404: "not found", 405: "method not allowed"}.get(err.status_code, "request refused")
-        code = "internal_error" if err.status_code >= 500 else "invalid_params"
+        status = err.status_code
         headers = dict(err.headers or {})
-        if err.status_code == 405 and not isinstance(err, JobAddressOnly):
-            # RFC 9110 §15.5.6: the methods the path has (curaflow.api.methods, the one owner)
-            headers["Allow"] = allowed_methods(request.app.router, request.scope)
-        return JSONResponse({"error": error_body(code, message)}, status_code=err.status_code, headers=headers or None)
+        if status == 405:
+            # RFC 9110 §15.5.6: the methods the path has (curaflow.api.methods, the one owner);
+            # none — the path is no route's address (``/jobs%2Fa``) — is a 404
+            allow = allowed_methods(request.app.router, request.scope)
+            status, headers = (405, {**headers, "Allow": allow}) if allow else (404, {})
+        message = {404: "not found", 405: "method not allowed"}.get(status, "request refused")
+        code = "internal_error" if status >= 500 else "invalid_params"
+        return JSONResponse({"error": error_body(code, message)}, status_code=status, headers=headers or None)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, err: ClientDisconnect) -> Response:

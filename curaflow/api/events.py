@@ -42,12 +42,13 @@ import asyncpg
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import DecimalDigits, accepts_json, read_json, single_query_values
 from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
-from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
-from curaflow.api.methods import JobAddressOnly
+from curaflow.api.jobs import read_job, storable_id, unknown_job
+from curaflow.api.methods import addressed_routes, serves_its_address
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import EventPageData, ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
@@ -184,7 +185,9 @@ async def list_events(
     the JSON frozen when it was written, and a page of 200 events through the model costs
     more than the rest of the request (the schema tests check the shape instead).
     """
-    if not literal_suffix(request, "/events"):
+    if not serves_its_address(request.app.router, request.scope):
+        if not addressed_routes(request.app.router, request.scope):
+            raise HTTPException(404)  # /jobs%2Fa/events: no route's address
         return JSONResponse(await read_job(pool, job_id + "/events"))  # the job ``…/events`` itself
     request.state.log_fields = {"job_id": job_id}
     if not await _job_exists(pool, job_id):
@@ -245,8 +248,8 @@ async def ack_body(request: Request, settings: SettingsDep) -> AckRequest:
 )
 async def ack(request: Request, job_id: str, pool: LedgerPool, settings: SettingsDep) -> dict[str, Any]:
     """Move the job's durable ack cursor forward to ``ack_through`` (see the module doc)."""
-    if not literal_suffix(request, "/events/ack"):
-        raise JobAddressOnly()  # POST /jobs/{id} or …/events with an encoded suffix
+    if not serves_its_address(request.app.router, request.scope):
+        raise HTTPException(405)  # POST /jobs/{id} or …/events with an encoded suffix
     request.state.log_fields = {"job_id": job_id}
     body = await ack_body(request, settings)  # after the suffix check: a wrong address reads no body
     if not await _job_exists(pool, job_id):

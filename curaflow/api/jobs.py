@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
-from curaflow.api.methods import JobAddressOnly, raw_path_ends_with, serves_its_address
+from curaflow.api.methods import serves_its_address
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
@@ -45,12 +45,6 @@ def storable_id(job_id: str) -> bool:
     """False for an id no job can have: PostgreSQL text cannot hold a NUL character or a
     lone surrogate."""
     return storable(job_id)
-
-
-def literal_suffix(request: Request, suffix: str) -> bool:
-    """True when the request's path really ends with ``suffix`` as path segments
-    (:func:`curaflow.api.methods.raw_path_ends_with`, the one reading of it)."""
-    return raw_path_ends_with(request.scope, suffix)
 
 
 async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
@@ -143,8 +137,8 @@ async def cancel(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
-    if not literal_suffix(request, "/cancel"):
-        raise JobAddressOnly()  # POST /jobs/{id} with an id ending in /cancel
+    if not serves_its_address(request.app.router, request.scope):
+        raise HTTPException(405)  # POST /jobs/{id} with an id ending in /cancel (encoded)
     job = await cancel_job(pool, client, job_id, wait_s=settings.api.cancel_wait_ms / 1000, notifier=notifier)
     request.state.log_fields = {"job_id": job_id, "status": job["status"]}
     return job

@@ -9,9 +9,13 @@ scans the app's routes, so the ``Allow`` header of a ``405`` (required by RFC 91
 * ``OPTIONS`` answers ``204`` with ``Allow`` for any path a route serves (no token: it
   names methods only, nothing of a job), and the usual ``404`` for any other;
 * a ``405`` carries ``Allow``. A job id ending in ``/cancel`` or ``/events/ack``, sent
-  encoded (``%2F``), is the address of that job, which answers ``GET`` only
-  (:class:`JobAddressOnly`) — and so say ``OPTIONS`` and every ``405`` there: routes are
-  matched against :func:`segment_path`, the path as :func:`raw_path_ends_with` reads it.
+  encoded (``%2F``), is the address of that job, which answers ``GET`` only — and so say
+  ``OPTIONS`` and every ``405`` there: routes are matched against :func:`segment_path`,
+  the path read by its segments, the one reading of which route a path is the address of
+  (:func:`addressed_routes`); a handler asks it too (:func:`serves_its_address`);
+* a path no route is the address of is ``404`` whatever the method (``/jobs%2Fa`` is the
+  one segment ``jobs/a``): a ``405`` there would name no method
+  (:func:`allowed_methods` empty).
 """
 
 from __future__ import annotations
@@ -23,51 +27,23 @@ from re import Pattern
 from urllib.parse import unquote_to_bytes
 
 import fastapi.routing
-from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Mount, Router, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-#: ``Allow`` of an address that is a job and nothing else.
-JOB_ONLY = "GET, HEAD, OPTIONS"
-
-
-class JobAddressOnly(HTTPException):
-    """The 405 of ``POST`` to an address that is a job's (an id ending in ``/cancel`` or
-    ``/events/ack``, sent encoded): the job answers ``GET`` only, whatever the decoded
-    path looks like to the routes."""
-
-    def __init__(self) -> None:
-        super().__init__(405, headers={"Allow": JOB_ONLY})
-
 
 #: The methods a route may serve (HEAD and OPTIONS are answered here for every path).
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
-def raw_path_ends_with(scope: Scope, suffix: str) -> bool:
-    """True when the request's path really ends with ``suffix``'s path segments.
-
-    Routing sees the percent-decoded path, so ``/jobs/a%2Fcancel`` (the job ``a/cancel``)
-    looks like ``/jobs/a/cancel``. The raw path tells them apart: it is split at its
-    literal ``/`` only, then each segment is percent-decoded — an encoded ``/`` stays inside
-    its segment (part of the job id), while any other escape is the character it encodes
-    (RFC 3986 §6.2.2.2: ``/jobs/a/%63ancel`` is ``/jobs/a/cancel``). A server that does not
-    pass the raw path on is taken at its word.
-    """
-    raw = scope.get("raw_path")
-    if not raw:
-        return True
-    wanted = [part.encode() for part in suffix.strip("/").split("/")]
-    segments = [unquote_to_bytes(part) for part in bytes(raw).split(b"?", 1)[0].split(b"/")]
-    return segments[-len(wanted) :] == wanted
-
-
 def segment_path(scope: Scope) -> str:
-    """The request's path with each raw segment percent-decoded but an encoded ``/`` kept
-    as ``%2F`` (:func:`raw_path_ends_with`'s reading): routes matched against it serve what
-    the handlers serve — ``/jobs/a%2Fcancel`` matches the job route only, not the cancel of
-    ``a``; ``/jobs/a/%63ancel`` matches the cancel. The decoded ``path`` when the server
-    passes no raw path."""
+    """The request's path read by its segments: the raw path split at its literal ``/``
+    only, each segment percent-decoded, an encoded ``/`` kept inside its segment as
+    ``%2F`` — routing sees the percent-decoded path, in which ``/jobs/a%2Fcancel`` (the job
+    ``a/cancel``) looks like ``/jobs/a/cancel``. Any other escape is the character it
+    encodes (RFC 3986 §6.2.2.2: ``/jobs/a/%63ancel`` is ``/jobs/a/cancel``). Routes matched
+    against it serve what the handlers serve — ``/jobs/a%2Fcancel`` matches the job route
+    only, not the cancel of ``a``; ``/jobs/a/%63ancel`` matches the cancel; ``/jobs%2Fa``
+    no route. The decoded ``path`` when the server passes no raw path (taken at its
+    word)."""
     raw = scope.get("raw_path")
     if not raw:
         return str(scope.get("path", ""))
@@ -146,9 +122,12 @@ def addressed_routes(router: Router, scope: Scope) -> dict[str, BaseRoute]:
 
 def serves_its_address(router: Router, scope: Scope) -> bool:
     """Whether the route that took the request (matched on the decoded path) is one the
-    request's path is the address of (:func:`addressed_routes`); when not, the request is
-    refused ``405`` with that address's ``Allow``, never served by a route that would read
-    another job in it."""
+    request's path is the address of (:func:`addressed_routes`); when not, the handler
+    refuses it ``405`` (that address's ``Allow``; ``404`` when the path is no route's
+    address), never serving it as a route that would read another job in it — the one
+    question every handler of a job's address asks (``get_job``, ``cancel``, the events
+    and the ack; until 2026-12-07 the last three read the raw path's last segments instead,
+    and ``POST /jobs%2Fa/cancel`` cancelled the job ``a``)."""
     taken = scope.get("route")
     return taken is None or any(route is taken for route in addressed_routes(router, scope).values())
 

@@ -357,3 +357,38 @@ def test_the_routes_a_path_addresses_are_read_once_not_at_every_read_of_a_job(mo
     app.add_api_route("/jobs/{job_id:path}/late", late, methods=["POST"])
     assert not methods.serves_its_address(app.router, scope(b"/jobs/demo@manual-k/late"))
     assert methods.allowed_methods(app.router, scope(b"/jobs/demo@manual-k/late")) == "OPTIONS, POST"
+
+
+async def test_a_path_whose_first_segment_holds_an_encoded_slash_is_no_jobs_address() -> None:
+    """``/jobs%2Fa`` is one segment, ``jobs/a`` (RFC 3986 §2.2: an encoded ``/`` separates
+    nothing), the address of no route — as the API reads a path by its segments
+    (``curaflow.api.methods.addressed_routes``, which answers ``OPTIONS`` and ``Allow``).
+    The handlers had a second reading, the raw path's last segments (``literal_suffix``):
+    ``POST /jobs%2Fa/cancel`` was the cancel of the job ``a``, ``GET /jobs%2Fa/events`` its
+    events, ``POST /jobs%2Fa/events/ack`` its ack; and ``GET /jobs%2Fa`` a ``405`` whose
+    ``Allow`` named no method. Each is the ``404`` of a path no route serves now, as
+    ``OPTIONS`` there; a job id ending in an encoded sub-route's name is still that job's
+    address (``405``, ``Allow: GET, HEAD, OPTIONS``)."""
+    import httpx
+
+    app = create_app(Settings(api={"insecure": True}))  # type: ignore[arg-type]
+    for name in ("pool", "admitter", "notifier", "client", "settings"):  # never reached: no lifespan
+        if not hasattr(app.state, name):
+            setattr(app.state, name, object())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        for method, path in [
+            ("GET", "/jobs%2Fa"),
+            ("HEAD", "/jobs%2Fa"),
+            ("OPTIONS", "/jobs%2Fa"),
+            ("POST", "/jobs%2Fa/cancel"),
+            ("GET", "/jobs%2Fa/events"),
+            ("POST", "/jobs%2Fa/events/ack"),
+            ("OPTIONS", "/jobs%2Fa/cancel"),
+        ]:
+            answer = await http.request(method, httpx.URL(path))
+            assert (answer.status_code, answer.headers.get("allow")) == (404, None), (method, path, answer.text)
+        for suffix in ("%2Fcancel", "%2Fevents%2Fack", "%2Fevents/ack"):
+            answer = await http.post(httpx.URL(f"/jobs/a{suffix}"))
+            assert (answer.status_code, answer.headers.get("allow")) == (405, "GET, HEAD, OPTIONS"), suffix
+            assert answer.json()["error"]["message"] == "method not allowed", suffix
