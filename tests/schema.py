@@ -112,7 +112,7 @@ def operation_of(method: str, path: str) -> tuple[str, str] | None:
     """The ``(method, template)`` of :data:`OPERATIONS` serving ``method path``, or None.
 
     A path is the address of the most specific template matching it, whatever the method
-    (the server's reading, :func:`curaflow.api.methods.addressed_routes`): ``GET
+    (the server's reading, :func:`curaflow.process.http_methods.addressed_routes`): ``GET
     /jobs/x/cancel`` is a method the cancel's address does not take, not the job ``x/cancel``."""
     for _, template, pattern in _ROUTES:
         if pattern.match(path):
@@ -144,14 +144,14 @@ async def check_response(response: httpx.Response) -> None:
     path = request.url.path  # percent-decoded
     # Operations are told apart on the raw path split at its literal ``/``: ``/jobs/a%2Fevents``
     # is the job ``a/events``, not the events of ``a``, while ``/jobs/a/%65vents`` is the
-    # events of ``a`` (the server reads it so too: curaflow.api.methods.segment_path).
+    # events of ``a`` (the server reads it so too: curaflow.process.http_methods.segment_path).
     raw_segments = request.url.raw_path.decode("ascii").split("?", 1)[0].split("/")
     route_path = "/".join(unquote(segment).replace("/", "%2F") for segment in raw_segments)
     if path in ("/openapi.json", "/metrics") or path.startswith("/docs") or path.startswith("/redoc"):
         return  # not protocol routes: the OpenAPI document, Prometheus text, the docs UI
     if request.method == "OPTIONS" and response.status_code == 204:
         assert "allow" in response.headers and not response.content, response.headers
-        return  # the methods of a path (curaflow.api.methods): no body
+        return  # the methods of a path (curaflow.process.http_methods): no body
     method = "GET" if request.method == "HEAD" else request.method  # HEAD is GET without content
     name = expected_schema(method, route_path, response.status_code)
     assert response.headers.get("content-type", "").startswith("application/json"), response.headers

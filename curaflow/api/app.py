@@ -34,7 +34,6 @@ from curaflow.api.events import PageReads, events_router
 from curaflow.api.jobs import jobs_router
 from curaflow.api.legacy import legacy_router
 from curaflow.api.meta import open_router, protected_router
-from curaflow.api.methods import MethodRules
 from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.admission import Admitter, WorkflowStarter
@@ -47,6 +46,7 @@ from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import initialise_series, record_api_answer, render_latest, set_api_up
 from curaflow.observability.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
+from curaflow.process.http_methods import MethodRules
 from curaflow.temporal.connection import connect_configured
 
 log = get_logger("curaflow.api")

@@ -3,7 +3,8 @@
 * :class:`~curaflow.protocol.errors.ProtocolError` → its HTTP status and
   ``{"error": Error}``;
 * unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params`` with
-  ``Allow`` (:func:`curaflow.api.methods.allowed_methods`);
+  ``Allow`` (:func:`curaflow.process.http_methods.router_refusal`, a worker's endpoint's
+  too);
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
 * PostgreSQL unreachable, hung, restarting, failing over (a standby refusing a write)
   or out of connections, rolling the transaction back (a serialization failure, a
@@ -41,10 +42,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from curaflow.api.methods import allowed_methods
 from curaflow.ledger.db import is_unavailable
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.process.http_methods import router_refusal
 from curaflow.protocol.errors import ProtocolError, error_body
 
 log = get_logger("curaflow.api")
@@ -191,16 +192,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, err: StarletteHTTPException) -> JSONResponse:
         request.state.error_code = "invalid_params"
-        status = err.status_code
-        headers = dict(err.headers or {})
-        if status == 405:
-            # RFC 9110 §15.5.6: the methods the path has (curaflow.api.methods, the one owner);
-            # none — the path is no route's address (``/jobs%2Fa``) — is a 404
-            allow = allowed_methods(request.app.router, request.scope)
-            status, headers = (405, {**headers, "Allow": allow}) if allow else (404, {})
-        message = {404: "not found", 405: "method not allowed"}.get(status, "request refused")
-        code = "internal_error" if status >= 500 else "invalid_params"
-        return JSONResponse({"error": error_body(code, message)}, status_code=status, headers=headers or None)
+        return router_refusal(request, err)  # a worker's endpoint answers the same (one owner)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, err: ClientDisconnect) -> Response:

@@ -48,9 +48,9 @@ from curaflow.api.auth import require_token
 from curaflow.api.body import DecimalDigits, accepts_json, read_json, single_query_values
 from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
 from curaflow.api.jobs import read_job, storable_id, unknown_job
-from curaflow.api.methods import addressed_routes, serves_its_address
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import EventPageData, ack_events, parse_event_id, read_events
+from curaflow.process.http_methods import addressed_routes, serves_its_address
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.models import AckRequest, AckResult, EventPage
 

@@ -22,10 +22,10 @@ from starlette.exceptions import HTTPException
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
-from curaflow.api.methods import serves_its_address
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
+from curaflow.process.http_methods import serves_its_address
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.keys import key_refusal, normalise_key, storable
 from curaflow.protocol.models import Job, JobEnvelope, JobPage
@@ -117,7 +117,7 @@ async def get_job(request: Request, pool: LedgerPool, job_id: str) -> dict[str, 
 
     A path that is a sub-route's address — ``/jobs/a/cancel``, ``/jobs/a/events/ack``, the
     ``/`` not encoded — is no job's: ``405`` with that address's ``Allow``
-    (:func:`curaflow.api.methods.serves_its_address`). Until 2026-12-07 it was read as the
+    (:func:`curaflow.process.http_methods.serves_its_address`). Until 2026-12-07 it was read as the
     job ``a/cancel``: reported whole when one existed, ``404 unknown job`` when not.
     """
     if not serves_its_address(request.app.router, request.scope):

@@ -5,7 +5,11 @@
   commit}`` while the worker's event loop answers;
 * ``GET /ready`` — readiness (:mod:`curaflow.process.readiness`): the ledger and Temporal are
   reachable, every Temporal worker of the process still polls and every background
-  loop runs; 200 or 503 with each check named.
+  loop runs; 200 or 503 with each check named;
+* ``HEAD`` as ``GET`` without content, ``OPTIONS`` ``204`` with ``Allow``, any other path
+  ``404`` and any other method ``405`` with ``Allow`` — the protocol ``Error``, as the API
+  answers them (:mod:`curaflow.process.http_methods`; until 2026-12-07 Starlette's plain
+  text ``Not Found`` / ``Method Not Allowed``, and ``405`` to ``OPTIONS``).
 
 Served by uvicorn inside the worker's event loop (a thread would keep answering while
 the loop itself is stuck), as the supervised loop ``health_server``, with the API's
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -25,6 +30,7 @@ from starlette.routing import Route
 import curaflow
 from curaflow.build import source_commit
 from curaflow.observability.metrics import render_latest
+from curaflow.process.http_methods import MethodRules, router_refusal
 from curaflow.process.httpserver import MAX_HEAD_BYTES, BackgroundServer, bounded_http
 
 ReadyProbe = Callable[[], Awaitable[tuple[int, dict[str, Any]]]]
@@ -51,15 +57,21 @@ def health_app(ready: ReadyProbe, service: str = "curaflow-worker") -> Starlette
         status, body = await ready()
         return JSONResponse(body, status_code=status)
 
+    async def refused(request: Request, err: Exception) -> Response:
+        assert isinstance(err, HTTPException)
+        return router_refusal(request, err)
+
     app = Starlette(
         routes=[
             Route("/metrics", metrics, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/ready", readiness, methods=["GET"]),
-        ]
+        ],
+        exception_handlers={HTTPException: refused},
     )
     # ``/health/`` is not served: a 404, not a 307 to the host the request's Host header named.
     app.router.redirect_slashes = False
+    app.add_middleware(MethodRules, router=app.router)  # HEAD and OPTIONS, as the API's
     return app
 
 

@@ -328,7 +328,7 @@ def test_the_routes_a_path_addresses_are_read_once_not_at_every_read_of_a_job(mo
     # that changes only when the app's routes do.
     from starlette import routing
 
-    from curaflow.api import methods
+    from curaflow.process import http_methods as methods
 
     compiled: list[str] = []
 
@@ -362,7 +362,7 @@ def test_the_routes_a_path_addresses_are_read_once_not_at_every_read_of_a_job(mo
 async def test_a_path_whose_first_segment_holds_an_encoded_slash_is_no_jobs_address() -> None:
     """``/jobs%2Fa`` is one segment, ``jobs/a`` (RFC 3986 §2.2: an encoded ``/`` separates
     nothing), the address of no route — as the API reads a path by its segments
-    (``curaflow.api.methods.addressed_routes``, which answers ``OPTIONS`` and ``Allow``).
+    (``curaflow.process.http_methods.addressed_routes``, which answers ``OPTIONS`` and ``Allow``).
     The handlers had a second reading, the raw path's last segments (``literal_suffix``):
     ``POST /jobs%2Fa/cancel`` was the cancel of the job ``a``, ``GET /jobs%2Fa/events`` its
     events, ``POST /jobs%2Fa/events/ack`` its ack; and ``GET /jobs%2Fa`` a ``405`` whose

@@ -59,3 +59,45 @@ async def test_a_method_the_server_does_not_know_is_501_as_the_apis() -> None:
     assert head.startswith(b"HTTP/1.1 400 "), unreadable[:300]
     assert json.loads(body)["error"]["detail"] == {"reason": "malformed_request"}, body
     assert healthy.startswith(b"HTTP/1.1 200 "), healthy[:300]
+
+
+async def test_an_unknown_path_and_a_wrong_method_are_answered_as_the_api_answers_them() -> None:
+    # The worker's endpoint answered them with Starlette's plain text — ``404`` "Not Found",
+    # ``405`` "Method Not Allowed" (``OPTIONS`` too, with no ``Allow`` naming ``OPTIONS``) —
+    # where the API answers the protocol Error, ``Allow`` on a ``405`` and ``204`` + ``Allow``
+    # to ``OPTIONS``: one reading of the same paths (``/health``, ``/ready``) on both ports.
+    from curaflow.api.app import create_app
+    from curaflow.config import Settings
+
+    requests = [
+        ("GET", "/nowhere"),
+        ("OPTIONS", "/nowhere"),
+        ("POST", "/health"),
+        ("DELETE", "/ready"),
+        ("OPTIONS", "/health"),
+        ("OPTIONS", "/ready"),
+        ("HEAD", "/nowhere"),
+    ]
+
+    async def answers(app: Any) -> list[tuple[int, str | None, str | None, bytes]]:
+        said = []
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as http:
+            for method, path in requests:
+                answer = await http.request(method, path)
+                said.append(
+                    (
+                        answer.status_code,
+                        answer.headers.get("content-type"),
+                        answer.headers.get("allow"),
+                        answer.content,
+                    )
+                )
+        return said
+
+    worker, api = await answers(health_app(_ready)), await answers(create_app(Settings()))
+    assert worker == api, "\n".join(f"{r}: worker {w} / API {a}" for r, w, a in zip(requests, worker, api, strict=True))
+    status, content_type, allow, body = worker[2]  # POST /health
+    assert (status, content_type, allow) == (405, "application/json", "GET, HEAD, OPTIONS"), worker[2]
+    assert json.loads(body)["error"]["code"] == "invalid_params", body
+    assert worker[4][:3] == (204, None, "GET, HEAD, OPTIONS"), worker[4]
+    assert json.loads(worker[0][3])["error"]["message"] == "not found", worker[0]

@@ -1,8 +1,14 @@
-"""Which methods a path has, and the two every path answers: ``HEAD`` and ``OPTIONS``.
+"""Which methods a path has, the two every path answers (``HEAD`` and ``OPTIONS``), and the
+answer to a path or a method no route serves — the API's and a worker's endpoint's alike.
 
 The one owner of "what methods does this address take" (RFC 9110 §9): :func:`allowed_methods`
 scans the app's routes, so the ``Allow`` header of a ``405`` (required by RFC 9110
-§15.5.6), the answer to ``OPTIONS`` and the routes themselves never disagree.
+§15.5.6), the answer to ``OPTIONS`` and the routes themselves never disagree; and of the
+router's refusals (:func:`router_refusal`: the protocol ``Error``). The API
+(:mod:`curaflow.api.app`) and a worker's ``/metrics`` ``/health`` ``/ready`` endpoint
+(:mod:`curaflow.process.health_server`) install both, so one reading holds on both ports
+(until 2026-12-07 the worker's endpoint answered Starlette's plain text, and ``405`` to
+``OPTIONS``).
 
 * ``HEAD`` is ``GET`` without the content (RFC 9110 §9.3.2: every general-purpose server
   supports it): same status, same headers, same token check; no body;
@@ -27,8 +33,13 @@ from re import Pattern
 from urllib.parse import unquote_to_bytes
 
 import fastapi.routing
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Router, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from curaflow.protocol.errors import error_body
 
 #: The methods a route may serve (HEAD and OPTIONS are answered here for every path).
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -143,6 +154,28 @@ def allowed_methods(router: Router, scope: Scope) -> str:
         methods.add("HEAD")
     methods.add("OPTIONS")
     return ", ".join(sorted(methods))
+
+
+def router_refusal(request: Request, err: HTTPException) -> JSONResponse:
+    """The answer to an :class:`~starlette.exceptions.HTTPException` — the router's ``404``
+    (no route matches) and ``405`` (a route matches, not its method), and a handler's: the
+    protocol ``Error`` (``{"error": Error}``, :func:`curaflow.protocol.errors.error_body`),
+    never Starlette's plain text.
+
+    A ``405`` carries ``Allow`` (RFC 9110 §15.5.6: :func:`allowed_methods`); at a path no
+    route is the address of (``/jobs%2Fa``) it would name no method, and is the ``404``.
+    ``404`` "not found", ``405`` "method not allowed", any other "request refused";
+    ``invalid_params``, ``internal_error`` for a ``5xx``. The exception's own headers are
+    kept.
+    """
+    status = err.status_code
+    headers = dict(err.headers or {})
+    if status == 405:
+        allow = allowed_methods(request.app.router, request.scope)
+        status, headers = (405, {**headers, "Allow": allow}) if allow else (404, {})
+    message = {404: "not found", 405: "method not allowed"}.get(status, "request refused")
+    code = "internal_error" if status >= 500 else "invalid_params"
+    return JSONResponse({"error": error_body(code, message)}, status_code=status, headers=headers or None)
 
 
 class MethodRules:
