@@ -343,8 +343,16 @@ async def test_a_404_whose_words_to_its_user_say_nothing_is_not_the_works(call: 
     assert raised.value.recognised is False
 
 
-@pytest.mark.parametrize("words", ["該当作品は削除されたか、存在しない作品IDです。", "Page not found", "404", "Ошибка"])
-async def test_a_404_in_words_to_its_user_stays_the_works(words: str) -> None:
+@pytest.mark.parametrize(
+    "words",
+    [
+        "該当作品は削除されたか、存在しない作品IDです。",
+        "The following work is either deleted, or the ID does not exist.",
+    ],
+)
+async def test_a_404_in_pixivs_words_that_the_work_is_gone_stays_the_works(words: str) -> None:
+    """Other words that say something ("Page not found", "404", "Ошибка") are not the
+    work's since 2026-12-07 (tests/unit/test_gone_in_pixivs_words.py)."""
     body = {"error": {"user_message": words, "message": "", "reason": "", "user_message_details": {}}}
     pixiv = scripted(lambda request: httpx.Response(404, json=body))
     with pytest.raises(WorkUnavailable) as raised:

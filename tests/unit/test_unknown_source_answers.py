@@ -124,7 +124,8 @@ async def test_a_404_not_in_the_app_apis_words_is_not_recognised_as_the_works(an
 
 
 async def test_the_app_apis_404_is_still_the_works() -> None:
-    body = {"error": {"user_message": "Page not found", "message": "", "reason": "", "user_message_details": {}}}
+    words = "該当作品は削除されたか、存在しない作品IDです。"  # Pixiv's (answers.says_gone, 2026-12-07)
+    body = {"error": {"user_message": words, "message": "", "reason": "", "user_message_details": {}}}
     pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=body))
     with pytest.raises(WorkUnavailable) as raised:
         await pixiv.illust_detail("123")
@@ -471,9 +472,11 @@ async def test_an_app_api_404_with_no_word_to_its_user_is_not_the_works(body: di
 
 
 @pytest.mark.parametrize(
-    "words", ["該当作品は削除されたか、存在しない作品IDです。", "Page not found", "작품이 삭제되었습니다"]
+    "words", ["該当作品は削除されたか、存在しない作品IDです。", "Work has been deleted or the ID does not exist."]
 )
-async def test_an_app_api_404_with_words_to_its_user_is_the_works_in_any_language(words: str) -> None:
+async def test_an_app_api_404_in_pixivs_words_that_the_work_is_gone_is_the_works(words: str) -> None:
+    """Any other words to its user are not recognised (2026-12-07: words in any language
+    were; tests/unit/test_gone_in_pixivs_words.py)."""
     pixiv, _ = client(
         lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=app_api_error(words, ""))
     )

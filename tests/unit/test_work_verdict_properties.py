@@ -10,9 +10,10 @@ truncated bodies, images of another format than their URL says) and each outcome
 checked against the table, written out here from the raw answer — never by calling the
 classifiers' own predicates:
 
-* the week (``WorkUnavailable.recognised``): a detail's or metadata's HTTP 404 in the
-  app-api's error object (``user_message``, ``message``, ``reason``) with words to its
-  user, the restricted words nowhere in it; a page's own bytes (an image signature) that
+* the week (``WorkUnavailable.recognised``): a detail's HTTP 404 in the app-api's error
+  object (``user_message``, ``message``, ``reason``) whose words to its user are Pixiv's
+  that the work was deleted or never existed (2026-12-07: any words were), the restricted
+  words nowhere in it; a page's own bytes (an image signature) that
   are whole and do not decode, or over the decode budget — never what the client alone
   sees of an image (its 404/410 asks the detail first);
 * an hour (``WorkUnavailable`` not recognised): a work call's 403 or 404; the app-api's
@@ -60,11 +61,15 @@ WORDS = [
     "Rate Limit",
     "Error occurred at the OAuth process. Please check your Access Token to fix this.",
     "該当作品は削除されたか、存在しない作品IDです。",
+    "Work has been deleted or the ID does not exist.",
+    "指定されたエンドポイントは存在しません",
     "Page not found",
     "Not Found",
     "invalid_grant",
     "Service Unavailable",
 ]
+#: Pixiv's words that a work is gone, written out (lower case: any case is read so).
+GONE_WORDINGS = ("該当作品は削除されたか、存在しない作品idです", "work has been deleted or the id does not exist")
 HTML_PAGES = [
     b"<!DOCTYPE html><html><head><title>pixiv</title></head><body><h1>404 Not Found</h1>"
     b"<p>\xe3\x81\x8a\xe6\x8e\xa2\xe3\x81\x97\xe3\x81\xae\xe3\x83\x9a\xe3\x83\xbc\xe3\x82\xb8</p></body></html>",
@@ -229,7 +234,7 @@ def _check_work_call(status: int, parsed: Any, outcome: object, gate: MemoryGate
             assert outcome.kind is UnavailableKind.GONE
             assert status == 404 and obj is not None, (status, parsed)
             words = obj["user_message"]
-            assert isinstance(words, str) and words.strip(), parsed
+            assert isinstance(words, str) and any(w in words.lower() for w in GONE_WORDINGS), parsed
             assert not _carries(parsed, RESTRICTED), parsed
         elif outcome.kind is UnavailableKind.UNUSABLE_ANIMATION:  # an hour: the metadata's shape
             assert ugoira and 200 <= status < 300, (status, parsed)

@@ -14,6 +14,7 @@ from curaflow.domain.text import loads_clean
 from curaflow.outbound import AnswerTooLarge, answer_head
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.client.constants import (
+    GONE_WORDS,
     INVALID_GRANT,
     RATE_LIMIT_MARK,
     REFRESH_TOKEN_WORDS,
@@ -114,36 +115,46 @@ GONE_STATUS = 404
 def says_gone(status: int, body: Any) -> bool:
     """Whether a work's answer (its detail, its ugoira metadata) says the work is gone:
     HTTP 404 in the app-api's own error object (:func:`is_app_api_error`) whose
-    ``user_message`` — the app-api's words to its user about what was asked, in the
-    account's language ("該当作品は削除されたか、存在しない作品IDです。", "Page not
-    found") — is text that says something (:func:`says_something`: a letter or a digit).
+    ``user_message`` — the app-api's words to its user about what was asked — is Pixiv's
+    wording that the work was deleted or never existed (:func:`names_a_work_gone`:
+    "該当作品は削除されたか、存在しない作品IDです。", "Work has been deleted or the ID does
+    not exist.").
 
-    What makes the work unavailable for the week, so recognised positively, status, shape
-    and words together — the words in any language (never matched: a wording is the
-    app-api's to change), but words there must be. The object with none (an empty or
-    blank ``user_message``, one of invisible characters or marks alone — 2026-12-07 —, or
-    one that is not text) beside a ``message`` of the server's
-    — its "Not Found" for a path it does not serve, a wording never seen — is what every
-    work would get while it lasts: not recognised, held back briefly (until 2026-12-06 the
-    object's shape alone made every work asked gone for the week). So is the object
-    carrying Pixiv's restricted words (:func:`says_restricted`) in any of its fields: words
-    curaflow knows, the account's, what a restricted account gets for every request (until
-    2026-12-06 they under a 404 cost each work asked the week).
+    What makes the work unavailable for the week — and, through the fetch, a lasting
+    ``unavailable`` its target's scan frontier passes for good; an empty page where the
+    work stood taken for the end of results — so recognised positively, status, shape and
+    words together. The same object under a 404 with other words is what every work gets
+    while it lasts: the app-api's "指定されたエンドポイントは存在しません" ("the specified
+    endpoint does not exist", pixivpy #39) for an endpoint it no longer serves, a
+    maintenance notice, a wording in a language curaflow holds none of, the server's
+    "Not Found" beside an empty ``user_message``: not recognised, held back briefly and
+    counted (until 2026-12-07 any words with a letter or a digit made every work asked
+    gone for the week; until 2026-12-06 the object's shape alone). So is the object
+    carrying Pixiv's restricted words (:func:`says_restricted`) in any of its fields:
+    the account's, what a restricted account gets for every request (until 2026-12-06
+    they under a 404 cost each work asked the week).
     """
     if status != GONE_STATUS or not is_app_api_error(body) or says_restricted(status, body):
         return False
     words = body["error"].get("user_message")
-    return isinstance(words, str) and says_something(words)
+    return isinstance(words, str) and names_a_work_gone(words)
 
 
-def says_something(words: str) -> bool:
-    """Whether ``words`` hold a letter or a digit (Unicode categories ``L*``, ``N*``): words
-    that say something, in any language. Whitespace, invisible characters (a zero-width
-    space, a byte order mark, a joiner: category ``Cf``) and marks alone (``-``, ``...``,
-    ``「」``) say nothing — what a message template that rendered nothing gives every
-    answer (2026-12-07: a ``user_message`` of them passed for words, and a 404 so worded
-    cost every work asked the week)."""
-    return any(unicodedata.category(c)[0] in "LN" for c in words)
+def folded_words(words: str) -> str:
+    """``words`` as a wording is compared: NFKC (full-width letters and digits as ASCII),
+    case-folded, every run of whitespace one space, no closing mark (``。``, ``.``, ``!``)
+    at the end."""
+    folded = " ".join(unicodedata.normalize("NFKC", words).casefold().split())
+    return folded.rstrip("。.!！ ")
+
+
+def names_a_work_gone(words: str) -> bool:
+    """Whether ``words`` hold one of Pixiv's wordings that a work was deleted or never
+    existed (:data:`~curaflow.sources.pixiv.client.constants.GONE_WORDS`), both read by
+    :func:`folded_words` — what may stand around it (an id Pixiv adds, ``(illust_id:…)``)
+    is no matter."""
+    folded = folded_words(words)
+    return any(wording in folded for wording in GONE_WORDS)
 
 
 #: The HTTP status of an OAuth error answer of the token endpoint (RFC 6749 §5.2: 400;

@@ -40,6 +40,21 @@ INVALID_GRANT = "invalid_grant"
 #: space: Pixiv's "Invalid refresh token"), beside :data:`INVALID_GRANT`.
 REFRESH_TOKEN_WORDS = "refresh token"
 RESTRICTED_MARK = "your access is currently restricted"
+#: Pixiv's words that a work was deleted or never existed, the one wording of a 404 that
+#: makes a work gone for the week (:func:`~curaflow.sources.pixiv.client.answers.says_gone`):
+#: the app-api's ``user_message`` in Japanese — what it answers a detail of a deleted work,
+#: as pixivpy's users and the downloaders built on it quote it (PixivUtil2, gallery-dl's
+#: users; the replay answers it) — and Pixiv's English wordings of the same fact (its web
+#: pages, its ajax API with ``lang=en``). Written here as read by
+#: :func:`~curaflow.sources.pixiv.client.answers.folded_words` (NFKC, case-folded, one
+#: space, no closing mark). A wording not listed — another language, Pixiv's words changed
+#: — is not recognised: the work is held back briefly and the answer counted, never the
+#: week (2026-12-07).
+GONE_WORDS = (
+    "該当作品は削除されたか、存在しない作品idです",
+    "work has been deleted or the id does not exist",
+    "the following work is either deleted, or the id does not exist",
+)
 OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
 MiB = 1024 * 1024
 #: Defaults of the outbound limits (``outbound.*`` settings).
