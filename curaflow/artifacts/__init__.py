@@ -7,7 +7,8 @@ animation, the cell's folders, the transfer folders),
 :mod:`~curaflow.artifacts.images` (whether a page is a deliverable image: :func:`check_image`
 and :func:`verify_image`, :class:`Verified`, :class:`Refused`),
 :mod:`~curaflow.artifacts.files` (a page's temporary file until it is whole,
-:func:`describe`) and :mod:`~curaflow.artifacts.names` (safe names, extensions, MIME types).
+:func:`describe`) and :mod:`~curaflow.artifacts.names` (safe names, extensions, a file's MIME
+type from its bytes: :func:`mime_of`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from curaflow.artifacts.images import (
     verify_image,
     whole_by_framing,
 )
-from curaflow.artifacts.names import MIME_BY_EXT, page_suffix, safe_name
+from curaflow.artifacts.names import MIME_BY_EXT, MIME_BY_FORMAT, mime_of, page_suffix, safe_name
 from curaflow.artifacts.store import STORE_ID_FILE, TRANSFER_DIR, TRANSFER_MAX_AGE_S, ArtifactStore, ProgressHook
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "IMAGE_FORMATS",
     "IMAGE_MAX_PIXELS",
     "MIME_BY_EXT",
+    "MIME_BY_FORMAT",
     "STORE_ID_FILE",
     "TRANSFER_DIR",
     "TRANSFER_MAX_AGE_S",
@@ -45,6 +47,7 @@ __all__ = [
     "decoded_pixels",
     "describe",
     "frame_count",
+    "mime_of",
     "page_suffix",
     "safe_name",
     "verify_image",

@@ -15,9 +15,10 @@ from pathlib import Path
 from PIL import Image
 
 from curaflow.artifacts.images import Refused, Verified, check_image
-from curaflow.artifacts.names import MIME_BY_EXT
+from curaflow.artifacts.names import mime_of
 from curaflow.domain.models import ArtifactFile
 from curaflow.sources.decoding import DecodeMeter, machine_cause, pillow_defers
+from curaflow.sources.errors import HEAD_BYTES
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
 #: than one per 64 KiB chunk; bounded memory per download).
@@ -145,6 +146,9 @@ def describe(
 ) -> ArtifactFile:
     """Size, hash, MIME type and pixel size of a complete file (blocking).
 
+    Its MIME type is what its first bytes are (:func:`~curaflow.artifacts.names.mime_of`:
+    the image format they sign), never its name's extension (the page URL's).
+
     ``width`` / ``height`` are None when Pillow cannot open the file as an image (its
     headers only: Pillow's own size guard defers to the decode budget, which
     :func:`~curaflow.artifacts.images.check_image` applied, and its warnings are ignored:
@@ -166,11 +170,16 @@ def describe(
     if sha256 is None or size is None:
         digest = hashlib.sha256()
         size = 0
+        head = b""
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1024 * 1024), b""):
+                head = head or block[:HEAD_BYTES]
                 digest.update(block)
                 size += len(block)
         sha256 = digest.hexdigest()
+    else:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
     width = height = None
     if pixels is not None:
         width, height = pixels.width, pixels.height
@@ -186,7 +195,7 @@ def describe(
     return ArtifactFile(
         path=str(path),
         bytes=size,
-        mime=MIME_BY_EXT.get(path.suffix.lower(), "application/octet-stream"),
+        mime=mime_of(head, path.suffix),
         width=width,
         height=height,
         sha256=sha256,

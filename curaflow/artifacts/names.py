@@ -7,6 +7,8 @@ import hashlib
 import re
 from pathlib import Path
 
+from curaflow.sources.decoding import signed_format
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
 #: Longest name :func:`safe_name` writes as it is (bytes; NAME_MAX is 255); a longer
 #: rendering is cut and ends with :data:`_DIGEST_MARK` and a digest of the whole id.
@@ -15,6 +17,12 @@ NAME_LIMIT = 200
 _KEPT = 150
 #: Marks a cut name: never written otherwise (``~`` is escaped as ``%7E``).
 _DIGEST_MARK = "~"
+#: The MIME type of each image format a page's first bytes may sign
+#: (:func:`~curaflow.sources.decoding.signed_format`, the one table of signatures, which
+#: the decode check reads too): what a page is described as (:func:`mime_of`).
+MIME_BY_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+#: The MIME type of a file's extension: only for a file whose bytes sign no image format
+#: (:func:`mime_of`), never for a page (a page is described only once its bytes decoded).
 MIME_BY_EXT = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -22,6 +30,21 @@ MIME_BY_EXT = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+
+
+def mime_of(head: bytes, suffix: str) -> str:
+    """The MIME type a file is described as (``ArtifactFile.mime``, what every route sends
+    it as) — owner (2026-12-07): the image format its first bytes ``head`` sign
+    (:func:`~curaflow.sources.decoding.signed_format`; an MPO signs as the JPEG it is),
+    whatever its name's extension ``suffix`` (the page URL's, :func:`page_suffix`) says.
+    Until 2026-12-07 the extension decided: a PNG the image host served under
+    ``…_p0.jpg`` was delivered described as ``image/jpeg``. Bytes signing no image format
+    (no page gets here: one is refused ``not_an_image`` before it is described) keep the
+    extension's type, else ``application/octet-stream``."""
+    fmt = signed_format(head)
+    if fmt is not None:
+        return MIME_BY_FORMAT[fmt]
+    return MIME_BY_EXT.get(suffix.lower(), "application/octet-stream")
 
 
 _SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
