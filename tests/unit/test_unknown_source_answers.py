@@ -312,7 +312,8 @@ async def test_an_app_api_400_in_words_never_seen_refreshes_the_token_once_befor
     "invalid_grant"), until 2026-12-06 the same refusal in words never seen ended the
     job at its first answer with the account's token never refreshed; now the token is
     refreshed once and the request asked again: a request the app-api refuses is refused
-    again (the job ends as before), an access token it refused passes."""
+    again (the job ends only in its validator's shape since 2026-12-07, else one retried
+    attempt), an access token it refused passes."""
     api = iter(
         [httpx.Response(400, json=_app_api_error(words)), httpx.Response(200, json={"illusts": [], "next_url": None})]
     )

@@ -4,6 +4,7 @@ whatever the HTTP status, the reason a failed answer is classified as."""
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -65,17 +66,65 @@ def is_app_api_error(body: Any) -> bool:
 BAD_REQUEST_STATUS = 400
 
 
+def is_app_api_400(status: int, body: Any) -> bool:
+    """Whether an answer is HTTP 400 in the app-api's own error object
+    (:func:`is_app_api_error`), whatever its words: what the app-api refuses a request
+    with — and an access token it no longer takes (pixivpy #182), told apart only by words
+    (:func:`refuses_token`). Asked of one work (its detail, its ugoira metadata), the work
+    is held back briefly whatever the words (``PixivClient._get``: an answer never seen
+    about it, which ended the job at its first answer until 2026-12-06)."""
+    return status == BAD_REQUEST_STATUS and is_app_api_error(body)
+
+
+#: A request parameter's name as the app-api's validator keys its refusal (``offset``,
+#: ``start_date``, ``illust_id``).
+PARAMETER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def refuses_parameters(body: Any) -> bool:
+    """Whether an app-api error object's ``message`` is its validator's refusal of the
+    request's parameters: text holding a JSON object, not empty, each key a parameter's
+    name (:data:`PARAMETER_NAME`) and each value a non-empty list of text —
+    ``"{\"offset\":[\"offset must be no more than 5000\"]}"`` (reference
+    ``pixiv-and-delivery-apis.md`` §2.2), ``"{\"illust_id\":[\"Illust Id is required\", …]}"``
+    (pixivpy #39). Its words are never matched: the shape names the parameters."""
+    message = body["error"].get("message") if is_app_api_error(body) else None
+    if not isinstance(message, str) or not message.lstrip().startswith("{"):
+        return False
+    try:
+        refused = json.loads(message)
+    except (ValueError, RecursionError):
+        return False
+    return (
+        isinstance(refused, dict)
+        and bool(refused)
+        and all(
+            isinstance(name, str)
+            and PARAMETER_NAME.fullmatch(name) is not None
+            and isinstance(words, list)
+            and bool(words)
+            and all(isinstance(w, str) for w in words)
+            for name, words in refused.items()
+        )
+    )
+
+
 def refuses_request(status: int, body: Any) -> bool:
     """Whether an app-api answer refuses the request itself, so that asking again gets
-    the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_error`),
-    whatever its words (``remote_http_error``, not retried: the job ends) — for a
-    request of no work (a search, a ranking); asked of one work (its detail, its ugoira
-    metadata) the work is held back briefly instead (``PixivClient._get``: an answer never
-    seen about it, which ended the job at its first answer until 2026-12-06).
+    the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_400`)
+    whose ``message`` is its validator's refusal of the request's parameters
+    (:func:`refuses_parameters`) — ``remote_http_error``, not retried: the job ends — for
+    a request of no work (a search, a ranking); asked of one work, the work is held back
+    briefly instead (:func:`is_app_api_400`).
 
-    Pixiv refuses an access token it no longer takes with the same status and shape
-    (pixivpy #182), told apart only by its words: ``PixivClient._get`` refreshes the token
-    and asks once more before it reads the answer so (2026-12-06).
+    Recognised positively, status, shape and the parameters named (2026-12-07): the same
+    object with other words — the app-api's "指定されたエンドポイントは存在しません" (the
+    specified endpoint does not exist, pixivpy #39) for an endpoint it no longer serves, a
+    maintenance notice, a ``reason`` never seen, no words — is one retried attempt (until
+    2026-12-07 it ended the job at its first answer, every target's cell of the account
+    while it lasted). Pixiv refuses an access token it no longer takes with the same status
+    and shape (pixivpy #182): ``PixivClient._get`` refreshes the token and asks once more
+    before it reads the answer so (:func:`refuses_token`, 2026-12-06).
 
     Any other 4xx — a 403, a 404, a 410, a status never seen — says nothing of the request
     even in the app-api's object with words never seen (forbidden now, not there, a
@@ -84,7 +133,7 @@ def refuses_request(status: int, body: Any) -> bool:
     account's or a work's are recognised before it (:func:`says_restricted`,
     :func:`says_gone`, the OAuth marks, a rate limit).
     """
-    return status == BAD_REQUEST_STATUS and is_app_api_error(body)
+    return is_app_api_400(status, body) and refuses_parameters(body)
 
 
 #: The status by which a bearer token is refused (RFC 6750 §3.1: ``invalid_token``).
@@ -94,7 +143,7 @@ UNAUTHORIZED_STATUS = 401
 def refuses_token(status: int, body: Any) -> bool:
     """Whether an app-api answer may be the refusal of the access token sent, so that the
     token is refreshed once and the request asked again (``PixivClient._get``) before the
-    answer is read otherwise: the app-api's own 400 (:func:`refuses_request`: Pixiv refuses
+    answer is read otherwise: the app-api's own 400 (:func:`is_app_api_400`: Pixiv refuses
     a token it no longer takes so, pixivpy #182, in words curaflow may not know), or HTTP
     401 in any shape (RFC 6750 §3.1, the app-api's or a gateway's in front of it) but the
     app-api's restricted object (:func:`says_restricted`: the account's words, read as
@@ -104,7 +153,7 @@ def refuses_token(status: int, body: Any) -> bool:
     """
     if status == UNAUTHORIZED_STATUS:
         return not says_restricted(status, body)
-    return refuses_request(status, body)
+    return is_app_api_400(status, body)
 
 
 #: The status of the app-api's answer that a work is not there (deleted, private, never

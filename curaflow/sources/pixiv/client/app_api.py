@@ -22,6 +22,7 @@ from curaflow.sources.pixiv.client.answers import (
     OAUTH_ERROR_STATUS,
     error_text,
     grant_words,
+    is_app_api_400,
     json_body,
     oversized_failure,
     reason_for_status,
@@ -309,20 +310,20 @@ class PixivClient(ImageRequests):
         An OAuth error (:data:`OAUTH_MARKS`) refreshes the access token once and asks
         again; refused again, the answer is the source's (``remote_http_error``, retried):
         only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
-        So does the app-api's own 400 (:func:`refuses_request`) in words not recognised —
+        So does the app-api's own 400 (:func:`is_app_api_400`) in words not recognised —
         Pixiv's refusal of an access token has that status and shape — before it is read
         as the request's (or the work's) refusal, and a 401 in any shape (:func:`refuses_token`).
 
         Raises:
             SourceError: classified failure; final (``retryable`` False) only for the
-                app-api's own 400 (:func:`refuses_request`: it refused the request
-                itself) to a request of no work (a search, a ranking, a page), retried for
-                any other 4xx, in any shape.
+                app-api's own 400 refusing the request's parameters in its validator's
+                shape (:func:`refuses_request`) to a request of no work (a search, a
+                ranking, a page), retried for any other 4xx, in any shape or words.
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
-                the work's for the app-api's own 404 with words to its user
-                (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
-                404 of another shape or without such words, the app-api's own 400
-                (:func:`refuses_request`), an answer over ``outbound.page_max_bytes``
+                the work's for the app-api's own 404 saying in Pixiv's words that the work
+                is gone (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
+                404 of another shape or without such words, the app-api's own 400 in any
+                words (:func:`is_app_api_400`), an answer over ``outbound.page_max_bytes``
                 under a 2xx (:func:`too_large`, final only for a request of no work; under another
                 status judged by it, :func:`oversized_failure`), or the app-api's "restricted"
                 object under a 2xx or a 4xx (:func:`says_restricted`: a restricted account
@@ -368,7 +369,8 @@ class PixivClient(ImageRequests):
                 # The app-api's own 400 is also how it refuses an access token it no longer
                 # takes (pixivpy #182), told apart from its refusal of the request only by
                 # words: in words never seen, the token is refreshed once and the request
-                # asked again — a request refused is refused again (final, below), a token
+                # asked again — a request refused is refused again (final below only in the
+                # validator's shape, refuses_request; else one retried attempt), a token
                 # refused passes (until 2026-12-06 the job ended at its first answer). So is
                 # a 401, a bearer token's refusal (RFC 6750 §3.1) in any shape: until
                 # 2026-12-07 it was retried with the very token refused, every attempt of
@@ -394,9 +396,12 @@ class PixivClient(ImageRequests):
                 continue
             restricted = says_restricted(response.status_code, body)
             refused = refuses_request(response.status_code, body)
-            if work_id is not None and (response.status_code in (403, 404) or restricted or refused):
-                # Only the app-api's own 404 telling its user so is about the work (deleted,
-                # never existed: says_gone; its object without such words is the server's). The
+            if work_id is not None and (
+                response.status_code in (403, 404) or restricted or is_app_api_400(response.status_code, body)
+            ):
+                # Only the app-api's own 404 saying in Pixiv's words that the work was deleted
+                # or never existed is about the work (says_gone; its object in other words or
+                # none is the server's: an endpoint it no longer serves, 2026-12-07). The
                 # "restricted" object (says_restricted: the app-api's own, under a 2xx or a
                 # 4xx) is what a restricted *account* gets for every request too (the
                 # search's answer pauses the account, below), and a work the source
@@ -408,7 +413,7 @@ class PixivClient(ImageRequests):
                 # another shape, or the object under a 5xx or a redirect, are no answer of
                 # the app-api's about anything: one retried attempt, below (until 2026-12-06
                 # the words in any answer held the work for the hour). The app-api's own 400
-                # (refuses_request) refuses what was asked — asked of one work, an answer
+                # (is_app_api_400, any words) refuses what was asked — asked of one work, an answer
                 # never seen about it, in words never seen: held back briefly too, the cell
                 # moving on (until 2026-12-06 it ended the job at its first answer, nothing
                 # held back: the target's later jobs met the work again and ended so).
@@ -433,11 +438,13 @@ class PixivClient(ImageRequests):
                 # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
                 # to parse), or that carries an error text none of the marks above
                 # recognised, is the source's glitch, retried like a 5xx. A 4xx is final
-                # only as the app-api's own 400 (refuses_request: it refused the request
-                # itself); a 4xx of another shape — an HTML page, an empty body, another
-                # JSON — is what a proxy, a CDN or a moved endpoint answers every request
-                # while it lasts, and the app-api's object under another 4xx (a 403, a 404,
-                # a 410 with words never seen) says nothing of the request: one attempt,
+                # only as the app-api's own 400 refusing the request's parameters in its
+                # validator's shape (refuses_request; in other words one retried attempt,
+                # 2026-12-07: it ended the job at its first answer); a 4xx of another
+                # shape — an HTML page, an empty body, another JSON — is what a proxy, a CDN
+                # or a moved endpoint answers every request while it lasts, and the
+                # app-api's object under another 4xx (a 403, a 404, a 410 with words never
+                # seen) says nothing of the request: one attempt,
                 # retried with backoff (until 2026-12-05 the former, until 2026-12-06 the
                 # latter ended the job at its first answer). A 3xx (redirects are never
                 # followed) sends the request elsewhere: the JSON it carries — a cache's, a

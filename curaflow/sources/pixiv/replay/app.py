@@ -304,9 +304,11 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
             return answer(request, "search", refused)
         params = dict(request.query_params)
         start, end = params.get("start_date"), params.get("end_date")
-        for value in (start, end):
+        for name, value in (("start_date", start), ("end_date", end)):
             if value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-                return answer(request, "search", error(400, "Invalid date"))
+                # The app-api's validator names the parameter it refuses (its shape, as for
+                # an offset past 5000: answers.refuses_parameters).
+                return answer(request, "search", error(400, json.dumps({name: [f"{name} is invalid"]})))
         if params.get("duration") in DURATIONS:
             since = (date.fromisoformat(today) - timedelta(days=DURATIONS[params["duration"]])).isoformat()
             start = max(start or since, since)
@@ -329,7 +331,7 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
         params = dict(request.query_params)
         mode = params.get("mode", "day")
         if mode not in RANKING_SPANS:
-            return answer(request, "ranking", error(400, f"Invalid mode: {mode}"))
+            return answer(request, "ranking", error(400, json.dumps({"mode": [f"Invalid mode: {mode}"]})))
         works = list(data.recorded_works())
         day = params.get("date")
         if day:
