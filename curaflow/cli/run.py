@@ -4,10 +4,12 @@ The job goes through the same admission code as ``POST /jobs``
 (:class:`curaflow.jobs.admission.Admitter`). Progress per cell is shown live on stderr; the
 outcome is printed at the end (``--json``: the outcome record with the protocol job
 under ``job`` and where each delivery landed under ``deliveries``, on stdout). A refusal
-that needs no service (an unknown target, invalid tags) comes before the embedded stack
-starts. Exit status: 0 when the job succeeded, 1 otherwise, 2 for
-usage or configuration errors and when the embedded stack cannot start (another
-command holding this state directory's among them: :class:`~curaflow.devstack.stack.StackBusy`).
+that needs no service (an unknown target, invalid tags; a route or source of the target
+that the workers of a running ``curaflow dev`` do not know: :func:`running_dev_lacks`)
+comes before the embedded stack starts or anything is admitted. Exit status: 0 when the
+job succeeded, 1 otherwise, 2 for usage or configuration errors and when the embedded
+stack cannot start (another command holding this state directory's among them:
+:class:`~curaflow.devstack.stack.StackBusy`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from curaflow.cli.common import (
 )
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
+from curaflow.config.targets import TargetConfig
+from curaflow.devstack.stack import read_stack_info
 from curaflow.domain.models import JobRecord
 from curaflow.jobs.admission import Admitter, check_task_against, resolve_target
 from curaflow.ledger.records import load_job
@@ -160,6 +164,40 @@ def pick_target(settings: Settings, target: str | None) -> str:
     return eligible[0]
 
 
+def running_dev_lacks(settings: Settings, target: TargetConfig) -> str | None:
+    """Why the workers of the ``curaflow dev`` running in this state directory could not run
+    ``target``'s job, or None (no such stack, services configured, or nothing lacking).
+
+    Those workers keep the configuration they started with (``stack.json``'s ``routes`` and
+    ``sources``, :func:`curaflow.devstack.stack.workers_know`), and ``curaflow run`` admits
+    with its own: a route of the target they do not know (or know as another kind) or its
+    source instance made every step retry ``configuration_mismatch`` on them until the
+    job's deadline (2026-12-07, a newcomer's finding: the README's Telegram step with the
+    replay's ``curaflow dev`` still up). A ``stack.json`` that does not say (written before
+    these fields) is not judged.
+    """
+    if not settings.embedded:
+        return None
+    info = read_stack_info(settings.state_dir)
+    if info is None or info.routes is None or info.sources is None:
+        return None
+    lacking = [] if target.account in info.sources else [f"source {target.account!r}"]
+    for name in target.routes:
+        kind, theirs = settings.routes[name].kind, info.routes.get(name)
+        if theirs is None:
+            lacking.append(f"route {name!r}")
+        elif theirs != kind:
+            lacking.append(f"route {name!r} as a {kind} route (theirs: {theirs})")
+    if not lacking:
+        return None
+    return (
+        f"the curaflow dev running in this directory (pid {info.pid}) started without {', '.join(lacking)} "
+        f"of target {target.id!r}: its workers keep the configuration they started with, so this job would "
+        "retry configuration_mismatch until its deadline. Stop it (Ctrl-C) and run this again, or restart "
+        "it with this configuration (curaflow dev --config FILE, the same environment)"
+    )
+
+
 async def run_job(
     settings: Settings, tags: list[str], target: str | None, key: str | None, as_json: bool, timeout_s: float
 ) -> int:
@@ -185,6 +223,10 @@ async def run_job(
             error(
                 f"configured targets: {known} (--target takes one of them; add others as [[targets]] of --config FILE)"
             )
+        return 2
+    lacks = running_dev_lacks(settings, resolved)
+    if lacks is not None:
+        error(lacks)
         return 2
     err_console.print(describe_source(settings, resolved.account), markup=False, highlight=False, soft_wrap=True)
     async with services(settings) as svc:

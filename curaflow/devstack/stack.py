@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -149,7 +149,13 @@ def _alive(pid: int) -> bool:
 
 @dataclass
 class StackInfo:
-    """Where a running embedded stack's services are."""
+    """Where a running embedded stack's services are, and what its workers know.
+
+    ``routes`` (route name → kind) and ``sources`` (source instance names: Pixiv accounts
+    and ``[sources]`` entries) are those of the configuration the stack's workers started
+    with (:func:`workers_know`); None in a ``stack.json`` written before they were
+    published (2026-12-07).
+    """
 
     pid: int
     temporal_address: str
@@ -157,14 +163,30 @@ class StackInfo:
     ui_url: str | None = None
     api_url: str | None = None
     worker_metrics_urls: list[str] | None = None
+    routes: dict[str, str] | None = None
+    sources: list[str] | None = None
+
+
+def workers_know(settings: Settings) -> tuple[dict[str, str], list[str]]:
+    """The routes (name → kind) and source instances a worker started with ``settings``
+    can run steps for — what its ``ActivityDeps.route`` and ``source`` find; a job naming
+    another one meets ``configuration_mismatch`` there (``activities.errors.config_mismatch``)."""
+    return {name: route.kind for name, route in settings.routes.items()}, sorted(settings.source_configs())
 
 
 def read_stack_info(state_dir: Path) -> StackInfo | None:
-    """The live stack of ``state_dir`` (a ``curaflow dev`` still running), or None."""
+    """The live stack of ``state_dir`` (a ``curaflow dev`` still running), or None.
+
+    A field this version does not know (a later version's ``stack.json``) is left out: the
+    stack runs all the same, and a command that took it for none started a stack of its
+    own and met :class:`StackLock`.
+    """
     path = state_dir / STACK_FILE
+    known = {f.name for f in fields(StackInfo)}
     try:
-        info = StackInfo(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        raw = json.loads(path.read_text())
+        info = StackInfo(**{k: v for k, v in raw.items() if k in known})
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
     try:
         os.kill(info.pid, 0)
@@ -375,6 +397,7 @@ class EmbeddedStack:
                 api_url=self.api.url if self.api else None,
                 worker_metrics_urls=self.worker_metrics_urls or None,
             )
+            info.routes, info.sources = workers_know(self.settings)
             write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
             self._published = True
 

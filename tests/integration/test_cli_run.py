@@ -10,6 +10,7 @@ worker.py`` start fresh interpreters (the console script's own start is also run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -133,11 +135,14 @@ def test_dev_names_the_taken_port_and_the_option_to_change_it(tmp_path: Path) ->
     assert leftovers(tmp_path) == []
 
 
-async def test_dev_says_which_source_its_workers_use(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def running_dev(cwd: Path) -> Iterator[list[str]]:
+    """``curaflow dev`` (every port free, nothing configured) in ``cwd`` until the block
+    ends (Ctrl-C); yields the lines it printed up to ``Press Ctrl-C``."""
     exe = Path(sys.executable).parent / "curaflow"
     dev = subprocess.Popen(
         [str(exe), "dev", *FREE_PORTS],
-        cwd=tmp_path,
+        cwd=cwd,
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -154,12 +159,41 @@ async def test_dev_says_which_source_its_workers_use(tmp_path: Path) -> None:
             printed.append(line)
             if "Press Ctrl-C" in line:
                 break
+        yield printed
     finally:
         dev.send_signal(signal.SIGINT)
         dev.wait(timeout=60)
+
+
+async def test_dev_says_which_source_its_workers_use(tmp_path: Path) -> None:
+    with running_dev(tmp_path) as printed:
+        pass
     listing = "".join(printed)
     assert "curaflow dev stack is up" in listing, listing[-3000:]
     assert "source: the recorded Pixiv replay (no Pixiv refresh token configured" in listing
+    await no_leftovers(tmp_path)
+
+
+async def test_run_on_a_running_dev_refuses_a_route_its_workers_do_not_know(tmp_path: Path) -> None:
+    """The README's Telegram step with the replay's ``curaflow dev`` still running: ``curaflow
+    run --config curaflow.toml`` admitted the job, whose send then retried
+    ``configuration_mismatch`` on the dev stack's workers (started without the route) until
+    ``--timeout`` (exit 1, ``channel: reserved``). Now it exits 2 naming the route and the
+    running stack, and admits nothing."""
+    config = tmp_path / "curaflow.toml"
+    config.write_text(
+        '[routes.channel]\nkind = "telegram"\nbot_token = "123456:ABC"\nchat_id = "@my_channel"\n\n'
+        '[[targets]]\nid = "mine"\nquery = { tags = ["風景"] }\nroutes = ["channel"]\n'
+    )
+    with running_dev(tmp_path) as printed:
+        assert "Press Ctrl-C" in "".join(printed), "".join(printed)[-3000:]
+        stack = json.loads((tmp_path / ".curaflow" / "stack.json").read_text())
+        assert stack["routes"] == {"out": "directory"} and stack["sources"] == ["default"]
+        result = curaflow("run", "--config", str(config), "--timeout", "5", cwd=tmp_path)
+    err = " ".join(result.stderr.split())
+    assert result.returncode == 2, result.stdout + result.stderr[-3000:]
+    assert f"the curaflow dev running in this directory (pid {stack['pid']}) started without route 'channel'" in err
+    assert "mine@" not in result.stdout + result.stderr  # no job admitted
     await no_leftovers(tmp_path)
 
 
