@@ -357,8 +357,9 @@ async def prepare_namespace(
         message = (
             f"namespace {client.namespace!r} keeps closed executions {_days(actual)}, not the configured "
             f"{_days(retention)} (temporal.namespace_retention_days): curaflow never changes an existing "
-            f"namespace; change it with `temporal operator namespace update --retention {_days(retention, cli=True)} "
-            f"{client.namespace}` or configure {_days(actual)}"
+            f"namespace; change it with `temporal operator namespace update "
+            f"--address {client.service_client.config.target_host} --namespace {client.namespace} "
+            f"--retention {_days(retention, cli=True)}` or configure {_days(actual)}"
         )
         report.warnings.append(message)
         log.warning(
