@@ -311,6 +311,30 @@ def status(
     _run(config, api_url, action)
 
 
+def what_the_cancel_did(job: models.Job) -> str | None:
+    """One line on what a cancel's answer means, or None when its status says it (``cancelled``).
+
+    The answer is the job after the cancel (docs/http-api.md, "A cancel's answer", owned by
+    ``curaflow.domain.projection.job_status``): ``succeeded`` — the cancel stopped nothing
+    (the job had ended, or every cell had delivered); ``failed`` / ``expired`` — a job that
+    had ended, or whose system failure outranks the cancel, keeps its status; not terminal —
+    the cancel is recorded and the job is stopping (``api.cancel_wait_ms`` passed first).
+    Until 2026-12-07 the table alone was printed: a newcomer's cancel after ``curaflow
+    submit --follow`` showed ``succeeded``, exit 0, and nothing said the cancel did nothing.
+    """
+    status = job.status
+    if status == "cancelled":
+        return None
+    if status == "succeeded":
+        return f"job {job.job_id} ended succeeded: the cancel stopped nothing"
+    if status in ("failed", "expired"):
+        return (
+            f"job {job.job_id} ended {status}, not cancelled: a job that had ended, or whose failure "
+            "outranks the cancel, keeps its status"
+        )
+    return f"cancel recorded: job {job.job_id} is stopping (`curaflow status {job.job_id}` shows how it ends)"
+
+
 def cancel(
     job_id: str = JobIdArgument,
     as_json: bool = JsonOption,
@@ -320,7 +344,11 @@ def cancel(
     """Cancel a job; prints the job afterwards (a terminal job is unchanged)."""
 
     async def action(api: CuraflowClient) -> int:
-        print_job(await api.cancel(job_id), as_json)
+        job = await api.cancel(job_id)
+        print_job(job, as_json)
+        said = what_the_cancel_did(job)
+        if said:
+            err_console.print(said, markup=False, highlight=False, soft_wrap=True)
         return 0
 
     _run(config, api_url, action)

@@ -394,3 +394,64 @@ def test_curaflow_run_prints_the_outcome_as_it_is(capsys: pytest.CaptureFixture[
         "target demo: work 1 submitted",
         "  out: delivered → /srv/[out]/1",
     ]
+
+
+def _job(job_id: str, status: str, stage: str) -> dict[str, object]:
+    """A protocol Job as the API answers it (``status``, ``progress.stage``)."""
+    return {
+        "protocol_version": "1",
+        "job_id": job_id,
+        "job_type": "candidate_search",
+        "status": status,
+        "idempotency_key": "k",
+        "created_at": 1796632734838,
+        "updated_at": 1796632735838,
+        "started_at": 1796632734938,
+        "heartbeat_at": None,
+        "deadline_at": 1796634534838,
+        "lease_active": False,
+        "lease_expires_at": None,
+        "attempt": 1,
+        "progress": {"stage": stage, "at": 1796632735838},
+        "events_url": f"/jobs/{job_id}/events",
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "stage", "said"),
+    [
+        ("succeeded", "done", "job demo@manual-k ended succeeded: the cancel stopped nothing"),
+        ("failed", "failed", "job demo@manual-k ended failed, not cancelled"),
+        ("expired", "expired", "job demo@manual-k ended expired, not cancelled"),
+        ("running", "cancelling", "cancel recorded: job demo@manual-k is stopping"),
+    ],
+)
+def test_curaflow_cancel_says_what_the_cancel_did(
+    status: str, stage: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow cancel`` of a job that had already ended printed the job's table, exit 0, and
+    not a word: a newcomer who tried it after ``curaflow submit --follow`` (as the README says)
+    saw ``succeeded`` and could not tell whether the cancel did anything. It says so on
+    stderr, as it says of a job still stopping; the table and the exit status are as before."""
+    import json
+
+    body = json.dumps(_job("demo@manual-k", status, stage)).encode()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+    with api_answering(200, body) as url:
+        result = CliRunner().invoke(app, ["cancel", "demo@manual-k", "--api-url", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert said in " ".join(result.output.split()), result.output
+    assert "job              demo@manual-k" in result.output  # the table, as before
+
+
+def test_curaflow_cancel_of_a_cancelled_job_adds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    body = json.dumps(_job("demo@manual-k", "cancelled", "cancelled")).encode()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+    with api_answering(200, body) as url:
+        result = CliRunner().invoke(app, ["cancel", "demo@manual-k", "--api-url", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "stopped nothing" not in result.output and "is stopping" not in result.output
