@@ -109,7 +109,8 @@ def hold_scope(
     * a consumer's or an operator's stop (:data:`~curaflow.domain.reasons.CANCEL_REASONS`)
       is what ended the cell, whatever anything waited for: none; so is an operator's
       pause of its step that Temporal still held at the deadline (``step_paused``), or
-      its step ended by hand (``step_ended_by_hand``);
+      its step ended by hand (``step_ended_by_hand``), or its execution pinned to a build no
+      worker ran (``pinned_build_unserved``: nothing of the job could go on, whatever held it);
     * a cell whose work waits for its routes (:data:`WAITING_STATES`) may be held by a
       route, one still needing its source (:data:`SOURCE_STATES`) by its account; any
       other state by none;
@@ -128,8 +129,12 @@ def hold_scope(
             workflow saw it (:class:`~curaflow.domain.verdicts.StepFailure`: its step,
             its route, the reason it gives); None when no step of the cell failed.
     """
-    if reason in CANCEL_REASONS or reason in (TerminalReason.STEP_PAUSED, TerminalReason.STEP_ENDED_BY_HAND):
-        return None  # a stop on purpose, or the operator's pause or hand: that is what ended it
+    if reason in CANCEL_REASONS or reason in (
+        TerminalReason.STEP_PAUSED,
+        TerminalReason.STEP_ENDED_BY_HAND,
+        TerminalReason.PINNED_BUILD_UNSERVED,
+    ):
+        return None  # a stop on purpose, the operator's pause or hand, or a pin no worker served: that ended it
     owner: HoldOwner
     if state in WAITING_STATES:
         owner = "route"

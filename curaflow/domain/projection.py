@@ -25,8 +25,10 @@ Rules (reference §1.4, extended to jobs with several cells):
   ``duplicate_only``
   ``failed``                      ``expired`` when every system-failed cell ended for an
                                   expiry reason (``queued_too_long``,
-                                  ``stalled_no_heartbeat``, ``execution_timeout``),
-                                  else ``failed`` — a real failure outranks the cancel
+                                  ``stalled_no_heartbeat``, ``execution_timeout``,
+                                  ``step_paused``, ``pinned_build_unserved``:
+                                  ``EXPIRY_REASONS``), else ``failed`` — a real
+                                  failure outranks the cancel
   ==============================  =====================================================
 
   So a cancel decides the status once, for one target and many: a job the cancel

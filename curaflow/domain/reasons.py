@@ -76,6 +76,17 @@ curaflow additions for delivery routes that are not TelePost:
   Until 2026-12-06 such a cell ended ``execution_timeout``, "retry with a longer
   deadline_ms or a narrower query", owner ``curaflow``: a remedy that does not help while
   the step stays paused;
+* ``pinned_build_unserved``: the job's execution is pinned (Temporal Worker Versioning: a
+  versioning override, ``temporal workflow update-options --versioning-override-behavior
+  pinned``, or the build that started it, as curaflow's versioned workers pin every
+  execution) to a build no worker of which took its workflow task: the task had waited for
+  one since before the job's deadline, and the reconciler ended the job at the deadline
+  (:func:`curaflow.domain.verdicts.budget_cause`). The workflow could not run, so the
+  deadline was not the cause: a longer ``deadline_ms`` would not have helped. Owner
+  ``operator`` (who pinned it, or retired the build before its executions drained), protocol
+  ``deadline_exceeded`` (the job ``expired``, as before); retryable: a new job runs on the
+  current build. Until 2026-12-07 such a cell ended ``execution_timeout``, "retry with a
+  longer deadline_ms or a narrower query", owner ``curaflow``;
 * ``step_ended_by_hand``: the cell's step was ended by hand from outside curaflow —
   ``temporal activity fail`` (the failure's source ``CLI``), or ``temporal activity
   complete`` with a result that is no step's (:attr:`~curaflow.domain.verdicts.StepFailure.by_hand`),
@@ -137,6 +148,7 @@ class TerminalReason(StrEnum):
     STEP_OPTIONS_CHANGED = "step_options_changed"
     STEP_PAUSED = "step_paused"
     STEP_ENDED_BY_HAND = "step_ended_by_hand"
+    PINNED_BUILD_UNSERVED = "pinned_build_unserved"
     QUEUED_TOO_LONG = "queued_too_long"
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
     DELIVERY_ABANDONED = "delivery_abandoned"
@@ -165,7 +177,8 @@ class Owner(StrEnum):
     * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
     * ``operator``: an operator's action in Temporal that failed a step (its options
       changed so that Temporal timed it out or retried it no more: ``step_options_changed``; paused until the
-      job's deadline: ``step_paused``), or on curaflow's artifact store (a folder moved out
+      job's deadline: ``step_paused``), or that left its execution pinned to a build no worker ran
+      (``pinned_build_unserved``), or on curaflow's artifact store (a folder moved out
       of it behind a symbolic link: ``storage_moved``), or sent to its run from a Temporal
       client (signals or updates past Temporal's history limit: ``history_limit_exceeded``); a deliberate stop
       of the job (a terminate, a delete) is no failure and has no owner.
@@ -428,6 +441,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "step's); nothing failed in curaflow, the source or the route. Run the job again.",
         owner=Owner.OPERATOR,
     ),
+    R.PINNED_BUILD_UNSERVED: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "deadline_exceeded",
+        "任务的执行被固定（Worker Versioning）在某构建上，截止前起无该构建的 worker 接手其工作流任务。"
+        "请运行该构建的 worker 或移走该执行，再重新运行任务。",
+        "The job's execution is pinned (Worker Versioning) to a build none of whose workers took its workflow "
+        "task, from before the deadline. Run that build's workers, or move the execution; then rerun.",
+        owner=Owner.OPERATOR,
+    ),
     R.QUEUED_TOO_LONG: ReasonInfo(
         Origin.EXECUTION,
         True,
@@ -541,7 +564,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
 
 #: Reasons that make a terminal job ``expired`` rather than ``failed`` (reference §1.4).
 EXPIRY_REASONS: frozenset[str] = frozenset(
-    {R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT, R.STEP_PAUSED}
+    {R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT, R.STEP_PAUSED, R.PINNED_BUILD_UNSERVED}
 )
 
 #: Reasons of a cell stopped on purpose (a consumer's cancel, an operator's terminate or

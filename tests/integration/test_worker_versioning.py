@@ -14,15 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import TaskQueueType, VersioningBehavior
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior as Behavior
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
+from curaflow.domain.projection import job_status
 from tests.conftest import StackFactory
+from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, eventually, short_id, whsec
+from tests.support import Stack, eventually, short_id, temporal_workflow, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -118,3 +124,74 @@ async def test_a_job_in_flight_finishes_on_its_build_after_the_next_build_became
     # completed by the build its execution is pinned to.
     assert await pinned_build(temporal_client, first) == (VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, "1")
     assert await pinned_build(temporal_client, second) == (VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, "2")
+
+
+@workflow.defn(name="NothingPinned")
+class NothingPinned:
+    """The one workflow of a build that runs nothing: its worker only makes its version known."""
+
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+async def test_a_job_pinned_to_a_build_no_worker_runs_ends_naming_the_pin_not_the_deadline(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, replay: ReplayServer
+) -> None:
+    """An operator pins a running job's execution to a build (``temporal workflow
+    update-options --versioning-override-behavior pinned``) whose workers are then gone: its
+    next workflow task waits for a worker of that build that never comes, and the reconciler
+    ends the job at its deadline. It said ``expired`` / ``execution_timeout``, "The job ran
+    past its deadline; retry with a longer deadline_ms": a remedy that does not help. The
+    job still expires (``deadline_exceeded``), under the reason that names the pin:
+    ``pinned_build_unserved`` (owner ``operator``)."""
+    stack: Stack = make_stack(
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {"out": {"kind": "directory", "path": str(tmp_path / "delivered")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]}],
+        }
+    )
+    await stack.start_worker()
+    deployment, build = f"gone-{short_id()}", "gone-build"
+    gone = Worker(
+        temporal_client,
+        task_queue=stack.task_queue,
+        workflows=[NothingPinned],
+        workflow_runner=UnsandboxedWorkflowRunner(),  # it runs nothing; the sandbox would import this module
+        deployment_config=WorkerDeploymentConfig(
+            version=WorkerDeploymentVersion(deployment_name=deployment, build_id=build),
+            use_worker_versioning=True,
+            default_versioning_behavior=Behavior.PINNED,
+        ),
+    )
+    replay.faults.slow_images_s = 8.0  # the download outlasts the pin; it ends well before the deadline
+    try:
+        async with gone:  # the build's worker polls the job's queue: Temporal knows the version there
+            job_id = await stack.admit({**stack.task(query={"tags": ["オリジナル"]}), "deadline_ms": 25_000})
+
+            def pinned() -> bool:
+                done = temporal_workflow(
+                    stack.settings.temporal.address or "", "update-options", "-w", job_id,
+                    "--versioning-override-behavior", "pinned", "--versioning-override-deployment-name", deployment,
+                    "--versioning-override-build-id", build,
+                )  # fmt: skip
+                return done.returncode == 0
+
+            await eventually(lambda: asyncio.to_thread(pinned), timeout_s=20, interval_s=0.5, what="the pin")
+        # The build's worker is gone. The download ends on the (unversioned) source queue; the
+        # workflow task it schedules waits for a worker of the pinned build.
+        record = await stack.wait_terminal(job_id, timeout_s=90)
+    finally:
+        replay.faults.slow_images_s = 0.0
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "pinned_build_unserved"), cell
+    assert cell.reason_message is not None and "retry with a longer deadline_ms" not in cell.reason_message, cell
+    assert (
+        "pinned (Worker Versioning) to a build none of whose workers took its workflow task" in cell.reason_message
+    ), cell
+    assert job_status(record.cells) == "expired", record  # deadline_exceeded: still the deadline's code
+    # The sentence cannot name the build (it is the run's); the reconciler's log does.
+    logged = [line for line in stack.worker_log().splitlines() if "reconciler.pinned_build_unserved" in line]
+    assert logged and deployment in logged[0] and build in logged[0], logged
+    await temporal_client.get_workflow_handle(job_id).terminate(reason="test: the pinned run")

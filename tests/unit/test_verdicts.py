@@ -189,6 +189,12 @@ CAUSE_TABLE = [
     ("deleted", "pending", "searching", False, R.EXECUTION_DELETED),
     ("deleted", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
     ("timed_out", "selected", "fetching", False, R.EXECUTION_TIMEOUT),
+    # the deadline passed while no worker of the build the run is pinned to took its workflow
+    # task: the pin, not the deadline; every open cell, whatever it waited on
+    ("pinned_build_unserved", "selected", "fetching", False, R.PINNED_BUILD_UNSERVED),
+    ("pinned_build_unserved", "delivery_pending", "delivering", False, R.PINNED_BUILD_UNSERVED),
+    ("pinned_build_unserved", "pending", "queued", False, R.PINNED_BUILD_UNSERVED),
+    ("pinned_build_unserved", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
     ("workflow_failed", "selected", "fetching", False, R.INTERNAL_ERROR),
     ("workflow_failed", "selected", "fetching", True, R.INTERNAL_ERROR),  # a bug is not a cancel
     ("completed", "delivery_pending", "delivering", False, R.DELIVERY_ABANDONED),
@@ -275,8 +281,10 @@ def cause_at(
     started: int | None = 0,
     progress: int | None = 0,
     pending: list[PendingStep] | None = None,
+    pinned_since: int | None = None,
 ) -> FinishCause | None:
-    """``budget_cause`` for a job created at T0 (times in ms after T0), queued 30 min, stall 15 min."""
+    """``budget_cause`` for a job created at T0 (times in ms after T0), queued 30 min, stall 15 min;
+    ``pinned_since``: its run is pinned to a build and its workflow task waits since then."""
     return budget_cause(
         now_ms=T0 + now,
         deadline_at_ms=None if deadline is None else T0 + deadline,
@@ -287,6 +295,7 @@ def cause_at(
         stall_budget_ms=15 * MIN,
         deadline_grace_ms=10_000,
         pending=pending,
+        pinned_unserved_since_ms=None if pinned_since is None else T0 + pinned_since,
     )
 
 
@@ -329,6 +338,27 @@ BUDGET_TABLE = [
     (31 * MIN, {"started": None, "progress": None, "deadline": 60 * MIN}, FinishCause.QUEUED_TOO_LONG),
     (31 * MIN, {"started": None, "progress": None, "deadline": 29 * MIN}, FinishCause.DEADLINE),
     (31 * MIN, {"started": None, "progress": None, "deadline": None}, FinishCause.QUEUED_TOO_LONG),
+    # A run pinned to a build whose workflow task waited for a worker of it since before the
+    # deadline: no worker ran the workflow, the deadline was not the cause (2026-12-07).
+    (30 * MIN + 10_000, {"progress": 20 * MIN, "pinned_since": 20 * MIN}, FinishCause.PINNED_BUILD_UNSERVED),
+    (30 * MIN + 10_000, {"progress": 29 * MIN, "pinned_since": 30 * MIN - 1_000}, FinishCause.PINNED_BUILD_UNSERVED),
+    # its first workflow task never started (a start pinned to a gone build, never started)
+    (
+        31 * MIN,
+        {"started": None, "progress": None, "deadline": 29 * MIN, "pinned_since": 0},
+        FinishCause.PINNED_BUILD_UNSERVED,
+    ),
+    # the task the deadline's own timer scheduled (the steps ran at the deadline): the deadline
+    (30 * MIN + 10_000, {"progress": 29 * MIN, "pinned_since": 30 * MIN}, FinishCause.DEADLINE),
+    (30 * MIN + 10_000, {"progress": 29 * MIN, "pinned_since": 30 * MIN - 999}, FinishCause.DEADLINE),
+    (30 * MIN + 5_000, {"pinned_since": 20 * MIN, "pending": [held(30 * MIN)]}, None),  # the grace first
+    # a stall or a queued budget that ran out before the deadline stays theirs
+    (16 * MIN, {"pinned_since": 5 * MIN}, FinishCause.STALLED),
+    (
+        31 * MIN,
+        {"started": None, "progress": None, "deadline": 60 * MIN, "pinned_since": 0},
+        FinishCause.QUEUED_TOO_LONG,
+    ),
 ]
 
 

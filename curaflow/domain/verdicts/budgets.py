@@ -42,6 +42,16 @@ def step_alive(step: PendingStep, *, now_ms: int, stall_budget_ms: int) -> bool:
     return step.queue_served
 
 
+#: How long before the job's deadline a pinned execution's workflow task must have begun waiting
+#: for a worker of its build for that wait, not the deadline, to be what ended the job
+#: (:func:`budget_cause`): 1 s (ms). The workflow's deadline timer fires at the deadline itself
+#: (``JobInput.deadline_at_ms``, the ledger's ``deadline_at``, on Temporal's clock, which
+#: stamps both the timer and the task) and schedules a workflow task then; a task waiting
+#: since then is the deadline's own — the job's steps were still running at its deadline. The
+#: margin covers the timer's rounding to milliseconds, nothing else.
+PINNED_WAIT_BEFORE_DEADLINE_MS = 1_000
+
+
 def budget_cause(
     *,
     now_ms: int,
@@ -53,6 +63,7 @@ def budget_cause(
     stall_budget_ms: int,
     deadline_grace_ms: int,
     pending: list[PendingStep] | None = None,
+    pinned_unserved_since_ms: int | None = None,
 ) -> FinishCause | None:
     """Which budget ended a job no workflow finished — the deadline winning — or None.
 
@@ -70,6 +81,16 @@ def budget_cause(
     whatever happened after it passed, a worker lost while it passed included). A job
     only past its deadline is left to its workflow's own timer for ``deadline_grace_ms``.
 
+    The deadline is not what ended a job whose execution is pinned to a build (Temporal
+    Worker Versioning) whose workflow task had waited for a worker of that build since
+    before the deadline (``pinned_unserved_since_ms`` at least
+    :data:`PINNED_WAIT_BEFORE_DEADLINE_MS` before it): the workflow could not run at all, so
+    a longer deadline would not have helped — ``pinned_build_unserved`` (the job still
+    expires, ``deadline_exceeded``; the reason names the pin: since 2026-12-07, before
+    ``deadline``, "retry with a longer deadline_ms"). Only where the deadline is the cause:
+    a stall or a queued budget that ran out before it stays what it is (their reasons say
+    no worker ran the job, which is true).
+
     Args:
         now_ms / deadline_at_ms / created_at_ms / started_at_ms / last_progress_ms:
             epoch ms, UTC (``last_progress_ms``: the latest heartbeat of any cell, else
@@ -78,9 +99,14 @@ def budget_cause(
         deadline_grace_ms: how long past its deadline a job is left to its workflow.
         pending: what Temporal says of the execution's pending steps (None: not asked,
             the ledger's view alone).
+        pinned_unserved_since_ms: when the pending workflow task of an execution pinned to
+            a build began waiting for a worker (epoch ms, Temporal's clock: the task's
+            original scheduled time; :attr:`~curaflow.ledger.reconciler.executions.Execution.pinned_unserved_since_ms`);
+            None when the execution is not pinned, or no workflow task of it waits.
 
     Returns:
-        ``deadline`` | ``queued_too_long`` | ``stalled``, or None (nothing ran out yet).
+        ``deadline`` | ``pinned_build_unserved`` | ``queued_too_long`` | ``stalled``, or
+        None (nothing ran out yet).
     """
     ran_out: list[tuple[int, FinishCause]] = []
     if deadline_at_ms is not None and deadline_at_ms <= now_ms:
@@ -104,4 +130,9 @@ def budget_cause(
         assert deadline_at_ms is not None
         if not others and now_ms < deadline_at_ms + deadline_grace_ms:
             return None  # the workflow's own deadline timer ends it
+        if (
+            pinned_unserved_since_ms is not None
+            and pinned_unserved_since_ms <= deadline_at_ms - PINNED_WAIT_BEFORE_DEADLINE_MS
+        ):
+            return FinishCause.PINNED_BUILD_UNSERVED  # no worker of its build ran the workflow
     return cause

@@ -30,6 +30,9 @@ class FinishCause(StrEnum):
     HISTORY_LIMIT = "history_limit"
     DELETED = "deleted"  # an operator deleted the running execution: Temporal knows no run of the job
     TIMED_OUT = "timed_out"  # Temporal closed the execution at its execution timeout
+    # Past the deadline, the execution pinned to a build no worker of which took its workflow
+    # task, waiting since before the deadline (2026-12-07; ``deadline`` before): budget_cause
+    PINNED_BUILD_UNSERVED = "pinned_build_unserved"
     WORKFLOW_FAILED = "workflow_failed"  # the execution failed (or closed without finishing)
 
 
@@ -109,6 +112,7 @@ STOPPED_REASONS: frozenset[TerminalReason] = frozenset(
         R.EXECUTION_TERMINATED,
         R.EXECUTION_DELETED,
         R.HISTORY_LIMIT_EXCEEDED,
+        R.PINNED_BUILD_UNSERVED,
     }
 )
 
@@ -122,6 +126,7 @@ CAUSE_REASONS: dict[FinishCause, TerminalReason] = {
     FinishCause.HISTORY_LIMIT: R.HISTORY_LIMIT_EXCEEDED,
     FinishCause.DELETED: R.EXECUTION_DELETED,
     FinishCause.TIMED_OUT: R.EXECUTION_TIMEOUT,
+    FinishCause.PINNED_BUILD_UNSERVED: R.PINNED_BUILD_UNSERVED,
     FinishCause.WORKFLOW_FAILED: R.INTERNAL_ERROR,
 }
 

@@ -63,7 +63,11 @@ input):
    every job "not found" and ends nothing (``TickReport.unconfirmed``);
 5. **budgets**, each checked with Temporal first (a closed execution converges with its
    close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
-   lease → ``execution_timeout``; never started, older than the queued budget →
+   lease → ``execution_timeout`` (``pinned_build_unserved`` when the execution is pinned to a
+   build — Temporal Worker Versioning: an operator's versioning override, or the build that
+   started it — whose workflow task has waited for a worker of that build since before the
+   deadline: read from the describe it makes anyway, :attr:`Execution.pinned_unserved_since_ms`;
+   since 2026-12-07); never started, older than the queued budget →
    ``queued_too_long``; started, no progress within the stall budget →
    ``stalled_no_heartbeat`` (a cell whose work was handed to its routes:
    ``delivery_abandoned``). Which budget ended the job is decided by
@@ -107,12 +111,14 @@ from curaflow.ledger.reconciler.executions import (
     Execution,
     ForeignQueueRun,
     PendingActivity,
+    PinnedBuild,
     closed_executions_query,
     describe_execution,
     latest_job_executions,
     listed_executions,
     namespace_holds_jobs,
     open_job_run,
+    pinned_build,
     queue_polled,
     run_held_a_job,
     unheld_runs_on_other_queues,
@@ -146,6 +152,7 @@ __all__ = [
     "Execution",
     "ForeignQueueRun",
     "PendingActivity",
+    "PinnedBuild",
     "StartHook",
     "TickReport",
     "attempt_live",
@@ -157,6 +164,7 @@ __all__ = [
     "listed_executions",
     "namespace_holds_jobs",
     "open_job_run",
+    "pinned_build",
     "queue_polled",
     "run_forever",
     "run_held_a_job",

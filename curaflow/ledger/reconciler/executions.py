@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
-from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType, VersioningBehavior
 from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflow.v1 import WorkflowExecutionVersioningInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -56,6 +57,51 @@ async def close_cause(client: Client, job_id: str, run_id: str, status: Workflow
     return CLOSE_CAUSES.get(status, FinishCause.WORKFLOW_FAILED)
 
 
+@dataclass(frozen=True)
+class PinnedBuild:
+    """The Worker Deployment Version (Temporal Worker Versioning) an open run is pinned to:
+    only a worker of that build takes its workflow tasks.
+
+    Attributes:
+        deployment_name / build_id: the version, as ``temporal workflow update-options
+            --versioning-override-deployment-name`` / ``--versioning-override-build-id``
+            name it.
+        override: pinned by a versioning override (an operator's ``update-options``,
+            ``pinned`` or ``one_time``, or a start's), not by the build that ran it.
+    """
+
+    deployment_name: str
+    build_id: str
+    override: bool
+
+
+def pinned_build(info: WorkflowExecutionVersioningInfo) -> PinnedBuild | None:
+    """The build a run's versioning info pins it to, else None.
+
+    A versioning override decides when there is one: ``pinned`` (its version) and
+    ``one_time`` (its target version, until a workflow task completes there) pin; an
+    ``auto_upgrade`` override does not, whatever the build declared. Without one, a run
+    whose behavior is ``PINNED`` (as curaflow's versioned workers declare every workflow) is
+    pinned to its ``deployment_version``. Only the current fields are read: an override
+    Temporal reports only in its deprecated fields (``behavior`` with ``pinned_version`` or
+    ``deployment``), or a version without a build id, is not recognised — the run is taken
+    for an unpinned one (the unknown is cheap: its job ends at its deadline as before).
+    """
+    if info.HasField("versioning_override"):
+        override = info.versioning_override
+        if override.HasField("pinned") and override.pinned.version.build_id:
+            version = override.pinned.version
+            return PinnedBuild(version.deployment_name, version.build_id, override=True)
+        if override.HasField("one_time") and override.one_time.target_deployment_version.build_id:
+            version = override.one_time.target_deployment_version
+            return PinnedBuild(version.deployment_name, version.build_id, override=True)
+        return None
+    if info.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED and info.deployment_version.build_id:
+        version = info.deployment_version
+        return PinnedBuild(version.deployment_name, version.build_id, override=False)
+    return None
+
+
 @dataclass
 class Execution:
     """What Temporal says of a job's execution (:func:`describe_execution`).
@@ -66,6 +112,14 @@ class Execution:
         closed_at_ms: when it closed (epoch ms), else None.
         waiting_for_worker_ms: how long its pending workflow task has waited for a worker
             (0 when none waits or a worker holds it).
+        waiting_since_ms: when that task began waiting (epoch ms, Temporal's clock: its
+            original scheduled time), when no worker ever took it — its first attempt (a
+            sticky queue's timeout moves it to the normal queue without counting an
+            attempt); None when none waits, a worker holds it, or a worker took it and it
+            failed or timed out (attempt 2 on: served, not unserved — a workflow task failing
+            after a bad deploy).
+        pinned: the build the open run is pinned to (:func:`pinned_build`), None when it is
+            not pinned (or closed).
         held_job: the run held a job (:func:`run_held_a_job`: it was started with an
             admitted job, or admitted its Task); False for a closed run that refused its
             own Task or stopped before admitting it — such a run never was the job's,
@@ -84,7 +138,17 @@ class Execution:
     held_job: bool = True
     refused: bool = False
     waiting_for_worker_ms: int = 0
+    waiting_since_ms: int | None = None
+    pinned: PinnedBuild | None = None
     steps: list[PendingActivity] = field(default_factory=list)
+
+    @property
+    def pinned_unserved_since_ms(self) -> int | None:
+        """When the workflow task of a run pinned to a build began waiting for a worker of
+        that build (epoch ms, Temporal's clock), None when the run is not pinned or no task
+        of it waits: what :func:`~curaflow.domain.verdicts.budget_cause` reads to tell a
+        pinned run no worker of its build served from a job that ran out its deadline."""
+        return self.waiting_since_ms if self.pinned is not None else None
 
     def pending(self, served: set[str]) -> list[PendingStep]:
         """Its pending steps as :func:`~curaflow.domain.verdicts.budget_cause` reads them,
@@ -237,12 +301,20 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
             if earlier is not None:
                 return Execution(exists=True, close_cause=earlier[0], closed_at_ms=earlier[1])
         return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=held, refused=refused)
-    task = desc.raw_description.pending_workflow_task
-    waiting = 0
+    raw = desc.raw_description
+    task = raw.pending_workflow_task
+    waiting, since_ms = 0, None
     if task.HasField("scheduled_time") and not task.HasField("started_time"):
         since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
         waiting = max(0, now - int(since.ToMilliseconds()))
-    return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
+        since_ms = int(since.ToMilliseconds()) if task.attempt <= 1 else None
+    return Execution(
+        exists=True,
+        waiting_for_worker_ms=waiting,
+        waiting_since_ms=since_ms,
+        pinned=pinned_build(raw.workflow_execution_info.versioning_info),
+        steps=_pending_activities(raw),
+    )
 
 
 #: How long, by default, the first workflow task of a run that held no job must have waited

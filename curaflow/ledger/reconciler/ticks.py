@@ -26,6 +26,7 @@ from curaflow.ledger.reconciler.convergence import (
 )
 from curaflow.ledger.reconciler.executions import (
     FOREIGN_QUEUE_WAIT_MS,
+    Execution,
     _closed_executions,
     describe_execution,
     listed_executions,
@@ -65,7 +66,10 @@ class TickReport:
     schedule's occurrence), recorded as started, not started again;
     ``deleted``: jobs ended because Temporal knows no execution under their id (rule 4);
     ``unconfirmed``: jobs whose execution was not found in a namespace that holds none of
-    this ledger's jobs — not ended (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`).
+    this ledger's jobs — not ended (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`);
+    ``deadline``: jobs ended at their deadline, ``execution_timeout`` — or
+    ``pinned_build_unserved``, their execution pinned to a build no worker of which took its
+    workflow task since before the deadline (rule 5).
     """
 
     started: list[str] = field(default_factory=list)
@@ -253,6 +257,7 @@ async def _tick(
     )
     buckets = {
         FinishCause.DEADLINE: report.deadline,
+        FinishCause.PINNED_BUILD_UNSERVED: report.deadline,  # ended at its deadline, the pin named
         FinishCause.QUEUED_TOO_LONG: report.queued_too_long,
         FinishCause.STALLED: report.stalled,
     }
@@ -265,16 +270,20 @@ async def _tick(
         pending: list[PendingStep] | None = None
         close_cause: FinishCause | None = None
         close_time: int | None = None
+        described: Execution | None = None
         if client is not None:
-            execution = await describe_execution(client, job_id, now)
-            never_held = execution.no_verdict(r["created_at"], started=r["started_at"] is not None)
+            described = await describe_execution(client, job_id, now)
+            never_held = described.no_verdict(r["created_at"], started=r["started_at"] is not None)
             # A run that never held the job is no verdict on it: its budgets decide.
-            close_cause = None if never_held else execution.closed_cause_for(r["created_at"])
-            close_time = execution.closed_at_ms if close_cause is not None else None
-            if close_cause is None and execution.exists:
+            close_cause = None if never_held else described.closed_cause_for(r["created_at"])
+            close_time = described.closed_at_ms if close_cause is not None else None
+            if close_cause is None and described.exists:
                 if served is None:
                     served = await served_queues(conn)
-                pending = execution.pending(served)
+                pending = described.pending(served)
+        # An open run pinned to a build whose workflow task waits for a worker of it: read from
+        # the describe made above, nothing more is asked (the deadline's path is rare).
+        pinned_since = described.pinned_unserved_since_ms if described is not None and close_cause is None else None
         ended = close_cause or budget_cause(
             now_ms=int(r["db_now"]),
             deadline_at_ms=r["deadline_at"],
@@ -285,9 +294,20 @@ async def _tick(
             stall_budget_ms=_budget(r["stall_budget"]),
             deadline_grace_ms=DEADLINE_GRACE_MS,
             pending=pending,
+            pinned_unserved_since_ms=pinned_since,
         )
         if ended is None:
             continue  # a step is held, in its backoff or queued behind others: not stalled
+        if ended == FinishCause.PINNED_BUILD_UNSERVED and described is not None and described.pinned is not None:
+            # The build is the run's, not the job's: the reason's sentence cannot name it; the log does.
+            log.warning(
+                "reconciler.pinned_build_unserved",
+                job_id=job_id,
+                deployment_name=described.pinned.deployment_name,
+                build_id=described.pinned.build_id,
+                override=described.pinned.override,
+                waiting_s=described.waiting_for_worker_ms // 1000,
+            )
         if await _finish(conn, job_id, ended, caps, closed_at_ms=close_time):
             buckets.get(ended, report.closed).append(job_id)
 
