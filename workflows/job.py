@@ -597,11 +597,14 @@ class JobWorkflow:
             argument, several or an undecodable one (``detail.reason: query_input``), as
             for one that is no object; the refusal ``POST /jobs`` gives a text with no one
             meaning (``duplicate_member``, ``not_json_number``, ``number_out_of_range``:
-            :data:`ONE_MEANING`); neither when this run holds no job (it refused its own Task).
+            :data:`ONE_MEANING`). A run that holds no job refuses an invalid Task the same
+            way — that needs no job — and answers a valid one ``unanswered``: ``admitting``
+            while it admits its own Task, ``no_job`` once it refused it (since 2026-12-07;
+            before, neither member was set for any Task). During its ``start_delay`` a run
+            has no workflow task: Temporal refuses the query itself ("Workflow task is not
+            scheduled yet.") and no worker sees it.
         """
         inp = self._inp
-        if inp is None:
-            return AdmissionAnswer()
         refused = not_one_task_value(args, "query_input") or self._oversized(args[0])
         if refused is not None:
             return AdmissionAnswer(refusal=refusal_details(refused))
@@ -609,6 +612,8 @@ class JobWorkflow:
             task_view = validate_task(args[0])
         except ProtocolError as err:
             return AdmissionAnswer(refusal=refusal_details(err))
+        if inp is None:
+            return AdmissionAnswer(unanswered="no_job" if self._holds_no_job() is not None else "admitting")
         targets = [t.target_id for t in inp.targets]
         key, params = self._identity()
         if key is None and manual_job_id(targets[0], task_view.idempotency_key) != inp.job_id:

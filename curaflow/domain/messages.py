@@ -563,8 +563,10 @@ class AdmissionAnswer(BaseModel):
     """What admission answers a Task for a job, read from the job's execution: the answer
     of the ``admission_answer`` query (any run of ``JobWorkflow``, open or closed).
 
-    Exactly one of ``state`` / ``refusal`` is set when the run holds a job; neither when
-    it holds none (a run that refused its own Task).
+    Exactly one of ``state`` / ``refusal`` / ``unanswered`` is set: ``refusal`` for a Task
+    that is not valid whatever the run holds, else ``state`` or ``refusal`` when the run
+    holds a job, else ``unanswered`` (since 2026-12-07; until then a run holding no job
+    answered neither, ``{state: null, refusal: null}``).
 
     Attributes:
         state: the Task is this job's: the job's state as the run holds it (its final
@@ -572,10 +574,25 @@ class AdmissionAnswer(BaseModel):
         refusal: the Task is not this job's, or not valid: ``{code, message, detail,
             http_status}`` as ``POST /jobs`` answers (``idempotency_conflict`` 409,
             ``invalid_params`` 400 …).
+        unanswered: why this run cannot answer a valid Task: ``admitting`` — it started
+            with a Task it has not admitted yet (its ``start_delay`` just over, the ledger
+            slow): ask again, or send the ``admission`` update, which waits for it;
+            ``no_job`` — it refused its own Task (or its input) and holds no job, for good:
+            the key's job, if any, is answered by ``POST /jobs`` or ``start_job``. Written
+            only when set: every other answer keeps its members.
     """
 
     state: JobState | None = None
     refusal: dict[str, Any] | None = None
+    unanswered: Literal["admitting", "no_job"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _unanswered_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``unanswered`` is written only when set: an answer keeps the members it had."""
+        data = handler(self)
+        if isinstance(data, dict) and self.unanswered is None:
+            data.pop("unanswered", None)
+        return data
 
 
 class FollowJob(BaseModel):

@@ -7,6 +7,10 @@ plus a fake ``admit`` (the admission's answer is scripted). Covered:
   Task → its state; another Task under the key → ``idempotency_conflict``; an invalid
   Task → its ``invalid_params`` with the field; a job that carries no identity (admitted
   before identities were carried) → the key read from the job id;
+* the ``admission_answer`` query of a Task run that holds no job: while it waits out its
+  ``start_delay`` Temporal itself refuses the query (no workflow task yet); while it admits
+  its Task, ``unanswered: admitting``; once it refused its own Task, ``unanswered: no_job``
+  (until 2026-12-07 both answered ``{state: null, refusal: null}``, undocumented);
 * a run another client added under an ended job's id (Temporal's default reuse policy):
   it reports the job's final state, its execution ends as the job's did, and it publishes
   no ``JobStatus`` / ``BusinessStatus`` — the list queries keep listing the job's own run.
@@ -14,6 +18,7 @@ plus a fake ``admit`` (the admission's answer is scripted). Covered:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -22,7 +27,9 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS, JOB_TYPE
@@ -41,6 +48,7 @@ class Env:
         self.fakes = Fakes()
         self.queue = f"answers-{uuid.uuid4().hex[:8]}"
         self.admitted: dict[str, Admitted] = {}  # job id → what the fake admission answers
+        self.admitting: asyncio.Event | None = None  # set: admit waits for it (a slow ledger)
 
 
 @pytest.fixture
@@ -49,6 +57,11 @@ async def env(temporal_client: Client) -> AsyncIterator[Env]:
 
     @activity.defn(name="admit")
     async def admit(inp: SubmitInput) -> Admitted:
+        if env.admitting is not None:
+            await asyncio.wait_for(env.admitting.wait(), timeout=25)
+        if inp.workflow_id not in env.admitted:  # the key's job has other params
+            detail = {"code": "idempotency_conflict", "message": "key reused", "detail": None, "http_status": 409}
+            raise ApplicationError("key reused", detail, type="idempotency_conflict", non_retryable=True)
         return env.admitted[inp.workflow_id]
 
     # the fakes' own ``admit`` (tests.workflow.fakes) gives way to this module's scripted one
@@ -121,3 +134,51 @@ async def test_a_run_added_under_an_ended_jobs_id_reports_it_and_publishes_no_jo
     assert attributes.get(JOB_TYPE) == "candidate_search"  # it concerns a job (never "no job": see job_runs)
     assert attributes.get(JOB_STATUS) is None and attributes.get(BUSINESS_STATUS) is None
     assert JobState.model_validate(await handle.query("status")) == final
+
+
+async def test_a_task_run_that_holds_no_job_says_why_it_cannot_answer(env: Env) -> None:
+    key = f"adm-{uuid.uuid4().hex[:6]}"
+    job_id = f"t@manual-{key}"
+    inp = job_input(job_id, {"t": ["a"]}, source_queue=f"{env.queue}-source")
+    inp.identity = JobIdentity(idempotency_key=key, params={})
+    env.admitted[job_id] = Admitted(job_input=inp, created=True)
+    env.admitting = asyncio.Event()
+
+    # While the run waits out its start delay it has no workflow task: Temporal answers the
+    # query itself, before any worker (curaflow's code never sees it).
+    delayed = await env.client.start_workflow(
+        "JobWorkflow", task_for(f"{key}-d"), id=f"t@manual-{key}-d", task_queue=env.queue,
+        start_delay=timedelta(minutes=10), execution_timeout=timedelta(minutes=20),
+    )  # fmt: skip
+    with pytest.raises(RPCError) as not_yet:
+        await answer(env, delayed.id, task_for(f"{key}-d"))
+    assert not_yet.value.status == RPCStatusCode.FAILED_PRECONDITION, not_yet.value
+    assert "Workflow task is not scheduled yet" in not_yet.value.message
+    await delayed.terminate(reason="test: the delayed run")
+
+    # Its delay over, it admits its Task (here: a slow ledger): no answer yet, and it says so.
+    handle = await env.client.start_workflow(
+        "JobWorkflow", task_for(key), id=job_id, task_queue=env.queue, execution_timeout=timedelta(minutes=2)
+    )
+    admitting = await answer(env, job_id, task_for(key))
+    assert (admitting.state, admitting.refusal, admitting.unanswered) == (None, None, "admitting"), admitting
+    # an invalid Task needs no job to be refused (what POST /jobs answers it)
+    invalid = await answer(env, job_id, task_for(key, constraints={"limit": "many"}))
+    assert invalid.refusal is not None and invalid.refusal["detail"]["field"] == "params.constraints.limit"
+    assert invalid.unanswered is None
+    env.admitting.set()
+    assert JobState.model_validate(await handle.result()).status == "succeeded"
+    own = await answer(env, job_id, task_for(key))
+    assert own.state is not None and own.unanswered is None
+
+    # A run that refused its own Task (admission: the key's job has other params) holds no
+    # job, and never will.
+    refused_id = f"t@manual-{key}-r"
+    refused = await env.client.start_workflow(
+        "JobWorkflow", task_for(f"{key}-r"), id=refused_id, task_queue=env.queue, execution_timeout=timedelta(minutes=2)
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await refused.result()
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "idempotency_conflict"
+    no_job = await answer(env, refused_id, task_for(f"{key}-r"))
+    assert (no_job.state, no_job.refusal, no_job.unanswered) == (None, None, "no_job"), no_job
