@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.messages import CellUpdate
 from curaflow.domain.models import CellSnapshot
 from curaflow.domain.ratelimit import cooldown_ms, stated_wait_ms
@@ -65,17 +66,23 @@ def source_failure(err: SourceError, attempt: int, *, policy: SourcePolicy | Non
     )
 
 
-def route_failure(err: RouteError, delay_ms: int | None = None) -> ApplicationError:
+def route_failure(
+    err: RouteError, delay_ms: int | None = None, *, cap_ms: int = ROUTE_RATE_LIMIT_CAP_MS
+) -> ApplicationError:
     """The ``ApplicationError`` for a failed delivery attempt.
 
     Args:
         delay_ms: the wait before the next attempt for a rate limit
             (:func:`curaflow.ledger.route_gates.rate_limited`); else the delay the
-            receiver stated (a ``Retry-After`` on a 5xx; at least a second,
-            :func:`~curaflow.domain.ratelimit.stated_wait_ms`), else Temporal's backoff.
+            receiver stated (a ``Retry-After`` on a 5xx; at least a second, at most
+            ``cap_ms``: :func:`~curaflow.domain.ratelimit.stated_wait_ms`), else
+            Temporal's backoff.
+        cap_ms: the longest a receiver's stated unavailability is waited
+            (``delivery.route_rate_limit_cap_ms``, which the deliver step passes; its
+            default here). Until 2026-12-07 it was waited as stated, up to a week.
     """
-    if delay_ms is None:  # a 5xx's stated wait, at least a second (stated_wait_ms)
-        delay_ms = stated_wait_ms(err.retry_after_s * 1000 if err.retry_after_s else None)
+    if delay_ms is None:  # a 5xx's stated wait, at least a second, at most the cap (stated_wait_ms)
+        delay_ms = stated_wait_ms(err.retry_after_s * 1000 if err.retry_after_s else None, cap_ms)
     delay = timedelta(milliseconds=delay_ms) if delay_ms is not None else None
     return ApplicationError(str(err), type=str(err.reason), non_retryable=err.permanent, next_retry_delay=delay)
 

@@ -529,7 +529,9 @@ class DeliverActivity(DeliveryRecords):
                     raise permanent(verdict.reason, f"part of the work was posted, then: {err}") from err
                 if verdict.final and not err.permanent:
                     raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
-                raise route_failure(err, recorded.delay_ms) from err
+                raise route_failure(
+                    err, recorded.delay_ms, cap_ms=deps.settings.delivery.route_rate_limit_cap_ms
+                ) from err
             if receipt.duplicate and claim.attempts > 0:
                 # "Already had it" after an earlier send of this very key: that send landed.
                 receipt.duplicate = False

@@ -396,9 +396,14 @@ class DeliveryRecords:
         rate_limited = err.rate_limited and not verdict.final
         stated = err.retry_after_s * 1000 if err.retry_after_s else None
         # A receiver that is unavailable (a 5xx) and stated when to come back is waited as
-        # it asked (route_failure's next_retry_delay), like a rate limit: remembered on
+        # it asked (route_failure's next_retry_delay), like a rate limit — at most the
+        # route's cap, as a route-wide limit (until 2026-12-07 up to a week): remembered on
         # the intent in the recording's own statement, so a job ending in the wait names it.
-        unavailable = stated_wait_ms(stated) if not err.rate_limited and not verdict.final else None
+        unavailable = (
+            stated_wait_ms(stated, policy.route_rate_limit_cap_ms)
+            if not err.rate_limited and not verdict.final
+            else None
+        )
         try:
             await ledger.record_failed(
                 conn,

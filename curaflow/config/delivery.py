@@ -46,7 +46,9 @@ class DeliverySettings(Section):
             route's cooldown read from the ledger still holds (one written before the
             cap, or under a larger one, is brought back to it by the claim that reads it:
             :func:`curaflow.ledger.deliveries.claim_send`); past it a send costs one
-            attempt, answered again if the limit still runs. A
+            attempt, answered again if the limit still runs. A receiver's 5xx stating a
+            ``Retry-After`` (unavailable: every send of the route meets it) is waited at
+            most this long too (2026-12-07; before, as stated, up to a week). A
             limit of one send (a Telegram flood wait) is waited as stated. Default 1 h,
             at least 1 min (a shorter cap would ask again into a limit stated longer,
             each early 429 prolonging it: Discord counts them toward its invalid-request

@@ -111,13 +111,22 @@ def retry_delay_ms(
     return stated if stated is not None else ladder_ms(step, base_ms, cap_ms)
 
 
-def stated_wait_ms(stated_ms: float | None) -> int | None:
+def stated_wait_ms(stated_ms: float | None, cap_ms: int | None = None) -> int | None:
     """The wait of a delay a receiver stated (a rate limit's, or a 5xx's ``Retry-After``),
-    in ms: as stated, rounded up, at least :data:`MIN_STATED_MS` and at most
-    :data:`MAX_STATED_S`; None when it stated none (None, zero, negative, not finite)."""
+    in ms: as stated, rounded up, at least :data:`MIN_STATED_MS` and at most ``cap_ms``
+    (:data:`MAX_STATED_S` when None, and never beyond it); None when it stated none (None,
+    zero, negative, not finite).
+
+    ``cap_ms`` is how long curaflow waits a receiver on its word alone: a receiver
+    unavailable (a 5xx) is waited at most ``delivery.route_rate_limit_cap_ms``, as a
+    route-wide rate limit is — a 503 is the receiver's, not one send's (RFC 9110 §15.6.4),
+    and a week stated by a proxy in front of it held every send of the route, each job of
+    its targets to its deadline (2026-12-07: :func:`activities.errors.route_failure`, the
+    deliver step's recording)."""
     if stated_ms is None or not math.isfinite(stated_ms) or stated_ms <= 0:
         return None
-    return max(MIN_STATED_MS, math.ceil(min(stated_ms, MAX_STATED_S * 1000)))
+    most = MAX_STATED_S * 1000 if cap_ms is None else min(max(MIN_STATED_MS, cap_ms), MAX_STATED_S * 1000)
+    return max(MIN_STATED_MS, math.ceil(min(stated_ms, most)))
 
 
 def parse_retry_after(value: object, *, now: datetime | None = None) -> float | None:

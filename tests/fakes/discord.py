@@ -89,9 +89,10 @@ class DcRequest:
 class DcReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``429_no_delay``, ``429_global``,
     ``429_global_stated``, ``html_429``, ``proxy_429`` (a gateway's JSON 429 in front of
-    Discord), ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
-    ``html_413``, ``odd_id`` (the message is posted; its answer's ``id`` is ``message_id``,
-    a shape curaflow has never seen)."""
+    Discord), ``404``, ``500``, ``503_stated`` (Discord's own JSON 503 with a
+    ``Retry-After`` of ``retry_after``, in its API version's unit), ``stall``,
+    ``gateway_502``, ``gateway_504``, ``413``, ``html_413``, ``odd_id`` (the message is
+    posted; its answer's ``id`` is ``message_id``, a shape curaflow has never seen)."""
 
     kind: str = "ok"
     retry_after: float = 0.5
@@ -204,6 +205,10 @@ class FakeDiscord:
             return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
         if reply.kind == "500":
             return JSONResponse({"message": "Internal Server Error", "code": 0}, status_code=500)
+        if reply.kind == "503_stated":
+            return JSONResponse(
+                {"message": "Service Unavailable", "code": 0}, status_code=503, headers={"Retry-After": header}
+            )
         if reply.kind == "413":
             return JSONResponse(TOO_LARGE, status_code=413)
         if reply.kind == "html_413":

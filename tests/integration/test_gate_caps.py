@@ -109,6 +109,35 @@ async def test_a_global_rate_limit_holds_the_route_its_own_cap_whatever_the_refu
     assert gate is not None and held_ms - 60_000 < gate.cooldown_ms <= held_ms
 
 
+@pytest.mark.parametrize(
+    ("delivery", "held_ms"),
+    [({}, HOUR_MS), ({"route_rate_limit_cap_ms": 600_000}, 600_000)],
+    ids=["default-cap", "own-cap"],
+)
+async def test_an_unavailable_receivers_stated_week_holds_the_send_at_most_the_routes_cap(
+    stacks: Any, discord: FakeDiscord, delivery: dict[str, Any], held_ms: int
+) -> None:
+    # A 503 says the receiver is unavailable (RFC 9110 §15.6.4: overloaded, maintenance),
+    # not one send: every send of the route meets it. Its Retry-After stating a week (a
+    # proxy's, a misconfigured gateway's, a hostile one's) held each send the week — each
+    # job of the route's targets to its deadline — where a route-wide 429 stating it
+    # holds the route at most delivery.route_rate_limit_cap_ms; until 2026-12-07 only the
+    # webhook route read a 5xx's Retry-After, since then every route did, uncapped.
+    stack, deps, route = await stacks(delivery)
+    inp = await acquired(stack, deps, "demo")
+    discord.script = [DcReply("503_stated", retry_after=WEEK_S)]
+
+    err = await deliver_failing(deps, inp)
+    assert not err.non_retryable
+    assert err.next_retry_delay == timedelta(milliseconds=held_ms)
+    # The wait the job's report names, should it end in it (the intent's hold), is the one waited.
+    row = await deps.pool.fetchrow(
+        "SELECT held_until, held_kind FROM delivery_intents WHERE route = $1 AND job_id = $2", route, inp.job_id
+    )
+    assert row is not None and row["held_kind"] == "unavailable"
+    assert held_ms - 60_000 < row["held_until"] - await db_now(deps.pool) <= held_ms
+
+
 async def test_a_route_cooldown_written_a_week_ahead_holds_only_the_cap_from_when_it_is_read(
     stacks: Any, discord: FakeDiscord
 ) -> None:

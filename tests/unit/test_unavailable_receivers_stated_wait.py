@@ -101,3 +101,15 @@ async def test_a_2xx_that_may_have_posted_states_no_wait(tmp_path: Path) -> None
     # Retry-After says nothing of a 2xx (RFC 9110 §10.2.3: a 503's, a 3xx's, a 429's).
     err = await failure(telegram, answering(200, {"text": "<html>portal</html>"}, {"retry-after": "120"}), tmp_path)
     assert err.ambiguous and err.retry_after_s is None
+
+
+async def test_a_stated_unavailability_longer_than_the_routes_cap_is_waited_the_cap(tmp_path: Path) -> None:
+    # A 503 says the receiver is unavailable to every send of the route: a week stated by a
+    # proxy in front of it is waited at most delivery.route_rate_limit_cap_ms (1 h by
+    # default), as a route-wide rate limit is — until 2026-12-07 the week, each job of the
+    # route's targets held to its deadline.
+    week = {"retry-after": str(7 * 24 * 3600)}
+    for route_of, status, body, headers in UNAVAILABLE.values():
+        err = await failure(route_of, answering(status, body, {**headers, **week}), tmp_path)
+        assert route_failure(err).next_retry_delay == timedelta(hours=1), (status, str(err))
+        assert route_failure(err, cap_ms=600_000).next_retry_delay == timedelta(minutes=10)
