@@ -45,7 +45,8 @@ from curaflow.domain.ratelimit import parse_retry_after, retry_delay_ms
 from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sign_push
 from curaflow.ledger.event_pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.observability.logs import get_logger
-from curaflow.outbound import ANSWER_KEEP_BYTES, AddressRefused, DestinationRefused, Limits
+from curaflow.outbound import ANSWER_KEEP_BYTES, AddressRefused, DestinationRefused, Limits, iter_capped
+from curaflow.routes.base import CLOUDFLARE_1XXX_NOT_SENT, cloudflare_reads_body, cloudflare_said
 
 log = get_logger("curaflow.jobs.pushes")
 LEASE_MARGIN_MS = 10_000
@@ -66,6 +67,10 @@ class Sent(NamedTuple):
         forced: ``dead`` when the event can never be sent as configured, else None.
         cut: the attempt was cancelled after the answer's status was in: the answer is
             recorded, then the cancel honoured.
+        never_reached: the answer is not the receiver's: Cloudflare, in front of it, said
+            it never handed the request on (its 1xxx page under a 409), or such a page's
+            body was not read whole and cannot be told from the receiver's own 409 (the
+            words saying which); None for the receiver's own answer.
     """
 
     status: int | None
@@ -73,6 +78,12 @@ class Sent(NamedTuple):
     retry_after: float | None
     forced: Verdict | None
     cut: bool = False
+    never_reached: str | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        """What the send settles (:func:`curaflow.jobs.pushes.classify_answer`), unless forced."""
+        return self.forced or classify_answer(self.status, never_reached=self.never_reached is not None)
 
 
 class PushActivity:
@@ -91,6 +102,16 @@ class PushActivity:
         loopback or the metadata service) is no such verdict: nothing was connected to,
         and the send is one failed attempt, retried as any send that reached no one
         (until 2026-12-07 the event was dead-lettered at once on that one lookup).
+
+        The answer is its status line, but for one that is not the receiver's: a 409 through
+        Cloudflare's edge has its body read (decoded, at most
+        :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` for at most :data:`ANSWER_DRAIN_S`:
+        :func:`_page`), for Cloudflare's own 1xxx page says the receiver was never reached
+        (:func:`curaflow.routes.base.cloudflare_said`, the routes' one reading) —
+        :attr:`Sent.never_reached`, a retried attempt; a body not read whole cannot tell
+        that page from the receiver's own 409, and is retried too (one attempt; the receiver
+        dedupes by ``Idempotency-Key``). Until 2026-12-07 Cloudflare's page was the
+        receiver's "already recorded": the push recorded delivered, never received.
 
         A cancel of the attempt (a heartbeat's answer: the job's end stopped waiting for
         its pushes) that comes once the answer's status is in does not lose that answer:
@@ -115,6 +136,7 @@ class PushActivity:
         )
         client = self.deps.client_for("pushes")
         answer: httpx.Response | None = None
+        page: bytes | None = None
         body_error: str | None = None
         cut = False
         try:
@@ -122,7 +144,10 @@ class PushActivity:
                 request = client.build_request("POST", push.url, content=push.body.encode(), headers=headers)
                 async with client.stream(request, Limits(time_s=timeout_s)) as response:
                     answer = response  # the status line and headers are in: they are the answer
-                    await _drain(response)
+                    if cloudflare_reads_body(response.status_code, response.headers):
+                        page = await _page(response)  # Cloudflare's own page, or the receiver's answer
+                    else:
+                        await _drain(response)
         except asyncio.CancelledError:
             if answer is None:
                 raise  # no answer: the send's outcome is unknown, the claim lapses
@@ -143,10 +168,23 @@ class PushActivity:
             # The receiver answered; only reading its body failed (it never ended, was cut
             # mid-way): the status stands, the body plays no part in the verdict.
             body_error = f"answer body unread: {_failure(err)}"
-        error = None if answer.is_success else f"HTTP {answer.status_code}"
+        status = answer.status_code
+        never_reached = None
+        error = None
+        if not answer.is_success:
+            said = cloudflare_said(httpx.Response(status, headers=_described(answer), content=page or b""))
+            error = f"HTTP {status}" if said is None else said.words(status)
+            if said is not None and not said.reached:
+                never_reached = error = f"{error}: the receiver was never reached"
+            elif status in CLOUDFLARE_1XXX_NOT_SENT and page is None and cloudflare_reads_body(status, answer.headers):
+                never_reached = error = (
+                    f"{error} through Cloudflare, its body not read whole: Cloudflare's own page (the receiver "
+                    "never reached) cannot be told from the receiver's answer"
+                )
         if error is not None and body_error is not None:
             error = f"{error}; {body_error}"
-        return Sent(answer.status_code, error, parse_retry_after(answer.headers.get("retry-after")), None, cut)
+        retry_after = parse_retry_after(answer.headers.get("retry-after"))
+        return Sent(status, error, retry_after, None, cut, never_reached)
 
     @activity.defn(name="push_events")
     async def push_events(self, inp: PushInput) -> PushReport:
@@ -189,9 +227,9 @@ class PushActivity:
                 return report
             push = claim.push
             sent = await self._send(push, policy.timeout_ms / 1000)
-            status, error, retry_after, forced = sent.status, sent.error, sent.retry_after, sent.forced
+            status, error, retry_after = sent.status, sent.error, sent.retry_after
             activity.heartbeat({"event_id": push.event_id, "status": status})
-            verdict = forced or classify_answer(status)
+            verdict = sent.verdict
             fields = {"job_id": push.job_id, "event_id": push.event_id, "attempt": push.attempts, "http_status": status}
             settled = DELIVERED if verdict == Verdict.DELIVERED else PENDING
             if verdict == Verdict.DEAD or (settled == PENDING and push.attempts >= policy.max_attempts):
@@ -272,6 +310,35 @@ async def _drain(response: httpx.Response) -> None:
                 read += len(chunk)
                 if read > ANSWER_KEEP_BYTES:
                     return
+
+
+def _described(answer: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """``answer``'s header bytes but those describing its body as it came (its coding,
+    framing and length): what goes with the body :func:`_page` decoded."""
+    return [(k, v) for k, v in answer.headers.raw if k.lower() not in _FRAMING]
+
+
+#: Headers describing a body as it came over the wire (:func:`_described`).
+_FRAMING = (b"content-encoding", b"transfer-encoding", b"content-length")
+
+
+async def _page(response: httpx.Response) -> bytes | None:
+    """The body of an answer that may be Cloudflare's own page (:func:`~curaflow.routes.base.cloudflare_reads_body`),
+    decoded (its ``Content-Encoding`` undone a bounded step at a time,
+    :func:`~curaflow.outbound.iter_capped`): whole, or its first
+    :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` (Cloudflare's page states its code near its
+    start); None when it did not come that far within :data:`ANSWER_DRAIN_S`. Raises what
+    reading raises."""
+    kept = bytearray()
+    try:
+        async with asyncio.timeout(ANSWER_DRAIN_S):
+            async for chunk in iter_capped(response, None):
+                kept += chunk
+                if len(kept) >= ANSWER_KEEP_BYTES:
+                    return bytes(kept[:ANSWER_KEEP_BYTES])
+    except TimeoutError:
+        return None
+    return bytes(kept)
 
 
 @contextlib.asynccontextmanager

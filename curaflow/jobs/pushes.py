@@ -16,7 +16,8 @@ How it works:
    outbound layer (:mod:`curaflow.outbound`: ``callback_timeout_ms`` is the total time of
    one POST, 16 KiB of the answer are read, the destination is the allow-list's and its
    address is checked when connecting). :func:`classify_answer` decides: 2xx or 409 →
-   delivered; 429, 5xx, a redirect (never followed), timeouts and transport errors → retried (the activity fails and
+   delivered (but Cloudflare's own 409 page: the receiver never had it); 429, 5xx, a
+   redirect (never followed), timeouts and transport errors → retried (the activity fails and
    Temporal retries it with backoff, ``Retry-After`` honoured up to the cap, a 429
    without one waiting :func:`curaflow.domain.ratelimit.retry_delay_ms`'s backoff from
    5 s, never a constant), and so is a host whose name leads at connect time only to
@@ -73,11 +74,18 @@ class Verdict(StrEnum):
     DEAD = "dead"
 
 
-def classify_answer(status: int | None) -> Verdict:
+def classify_answer(status: int | None, *, never_reached: bool = False) -> Verdict:
     """Classify the answer to one push (``None``: no answer — timeout or transport error).
 
     The answer is its status line alone: once the status arrived, what the body does (never
-    ending, cut mid-way) does not change it (:mod:`activities.push_events`).
+    ending, cut mid-way) does not change it (:mod:`activities.push_events`) — but for an
+    answer that is not the receiver's at all: ``never_reached`` says Cloudflare, in front of
+    the receiver, answered itself that it never handed the request on (its 1xxx page under
+    a 409, ``error code: 1001``: :func:`curaflow.routes.base.cloudflare_said`, the routes'
+    one reading), or that such a page could not be told from the receiver's own 409 (its
+    body unread). Such an answer is retried whatever its status: until 2026-12-07
+    Cloudflare's 409 was the receiver's "already recorded" — the push recorded delivered,
+    the consumer never had the event.
 
     2xx and 409 ("already recorded") are delivered; every other 4xx is dead-lettered at
     once (the original's rule, reference §4.7: "other 4xx → dead-letter at once") but 429
@@ -88,7 +96,7 @@ def classify_answer(status: int | None) -> Verdict:
     3xx dead-lettered the event at once: a receiver behind a load balancer answering a
     temporary redirect (a maintenance page, a failover) lost every push of that minute.
     """
-    if status is None:
+    if status is None or never_reached:
         return Verdict.RETRY
     if 200 <= status < 300 or status == 409:
         return Verdict.DELIVERED

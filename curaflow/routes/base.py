@@ -287,6 +287,59 @@ def cloudflare_code(response: httpx.Response) -> int | None:
     return int(said.group(1)) if said is not None else None
 
 
+def cloudflare_reads_body(status: int, headers: httpx.Headers) -> bool:
+    """Whether reading an answer as Cloudflare's own (:func:`cloudflare_said`) takes its body:
+    a :data:`CLOUDFLARE_1XXX_NOT_SENT` status (409) or a 530 through Cloudflare's edge, whose
+    page states its 1xxx code (:func:`cloudflare_code`). A caller that otherwise reads no
+    body — a push, whose answer is its status line — reads this one's (2026-12-07)."""
+    return cloudflares_answer(headers) and (status in CLOUDFLARE_1XXX_NOT_SENT or status == 530)
+
+
+@dataclass(frozen=True)
+class CloudflareSaid:
+    """What Cloudflare's edge said itself about the origin behind it (:func:`cloudflare_said`).
+
+    Attributes:
+        reached: False: the origin never had the request (:data:`CLOUDFLARE_NOT_SENT`, its
+            1xxx page under a :data:`CLOUDFLARE_1XXX_NOT_SENT` status); True: the origin had
+            it and its answer was lost (:data:`CLOUDFLARE_MAYBE_PROCESSED`).
+        code: the 1xxx code its page stated (:func:`cloudflare_code`), or None.
+    """
+
+    reached: bool
+    code: int | None = None
+
+    def words(self, status: int) -> str:
+        """How a report says it: ``HTTP 409 from Cloudflare in front of the receiver (error
+        code 1001)``."""
+        stated = f" (error code {self.code})" if self.code is not None else ""
+        return f"HTTP {status} from Cloudflare in front of the receiver{stated}"
+
+
+def cloudflare_said(response: httpx.Response) -> CloudflareSaid | None:
+    """The one reading of an answer Cloudflare gave itself about the origin behind it
+    (:func:`cloudflares_answer`): the routes' (:func:`cloudflare_error`) and a callback
+    push's (:mod:`activities.push_events`, since 2026-12-07: Cloudflare's 409 page was the
+    consumer's "already recorded", the push recorded delivered, nothing sent). None for any
+    other answer — another status, or one no header says is Cloudflare's: the receiver's
+    own.
+
+    Its body is read only for a 409 or a 530 (:func:`cloudflare_reads_body`): ``response``
+    must then hold it, read.
+    """
+    status = response.status_code
+    if not cloudflares_answer(response.headers):
+        return None
+    if status in CLOUDFLARE_NOT_SENT or status in CLOUDFLARE_1XXX_NOT_SENT:
+        code = cloudflare_code(response) if cloudflare_reads_body(status, response.headers) else None
+        if status in CLOUDFLARE_1XXX_NOT_SENT and code is None:
+            return None  # the receiver's own answer through Cloudflare
+        return CloudflareSaid(reached=False, code=code)
+    if status in CLOUDFLARE_MAYBE_PROCESSED:
+        return CloudflareSaid(reached=True)
+    return None
+
+
 def stated_delay_s(headers: httpx.Headers) -> float | None:
     """The delay an answer's ``Retry-After`` states, seconds
     (:func:`curaflow.domain.ratelimit.parse_retry_after`), None when it states none: read
@@ -333,24 +386,19 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
         reason: the route's reason for a failed attempt (``delivery_failed``, ``telegram_failed``).
     """
     status = response.status_code
-    if not cloudflares_answer(response.headers):
+    said = cloudflare_said(response)
+    if said is None:
         return None
-    if status in CLOUDFLARE_NOT_SENT or status in CLOUDFLARE_1XXX_NOT_SENT:
-        code = cloudflare_code(response) if status in CLOUDFLARE_1XXX_NOT_SENT or status == 530 else None
-        if status in CLOUDFLARE_1XXX_NOT_SENT and code is None:
-            return None  # the receiver's own answer through Cloudflare
-        stated = f" (error code {code})" if code is not None else ""
+    if not said.reached:
         return RouteError(
             reason,
-            f"{route}: HTTP {status} from Cloudflare in front of the receiver{stated}: the origin was never reached "
+            f"{route}: {said.words(status)}: the origin was never reached "
             "(down, unreachable, its name unresolved, its connection or TLS refused); not sent, retried",
             retry_after_s=stated_delay_s(response.headers),
         )
-    if status not in CLOUDFLARE_MAYBE_PROCESSED:
-        return None
     return RouteError(
         reason,
-        f"{route}: HTTP {status} from Cloudflare in front of the receiver: the origin had the request and its "
+        f"{route}: {said.words(status)}: the origin had the request and its "
         "answer was lost; it may have been processed, outcome unknown",
         retry_after_s=stated_delay_s(response.headers),
         ambiguous=True,

@@ -211,3 +211,49 @@ async def test_endless_informational_answers_hold_neither_the_send_nor_the_event
     # most on an idle one; a loaded machine stretches both), so they are bounded loosely
     assert took < TIMEOUT_S / 2, took
     assert gaps, "the event loop never ticked during the send"
+
+
+# ---- an answer that is not the receiver's ----------------------------------------------------
+
+#: Headers Cloudflare's edge writes on every answer it gives.
+CLOUDFLARE = (("server", "cloudflare"), ("cf-ray", "8f2c1a2b3c4d5e6f-FRA"))
+
+
+async def test_a_409_through_cloudflare_whose_body_never_ends_is_retried_after_a_look() -> None:
+    # A 409 through Cloudflare is the receiver's "already recorded" or Cloudflare's own page
+    # saying it never reached the receiver (error code 1001): its body tells them apart. A
+    # body that does not come whole within the look tells nothing: one retried attempt
+    # (the receiver dedupes by Idempotency-Key), never a delivery nobody can vouch for, and
+    # never a send held longer than the look.
+    party = await HostileParty(
+        default=Behaviour("trickle_body", status=409, chunk=1, interval_s=0.1, body=b" ", headers=CLOUDFLARE)
+    ).start()
+    activity = pusher()
+    try:
+        began = time.monotonic()
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+        took = time.monotonic() - began
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert (sent.status, sent.verdict) == (409, Verdict.RETRY), sent
+    assert sent.never_reached is not None and "Cloudflare" in sent.never_reached
+    assert took < ANSWER_DRAIN_S + 2, took
+
+
+@pytest.mark.parametrize(("status", "verdict"), [(522, Verdict.RETRY), (520, Verdict.RETRY), (404, Verdict.DEAD)])
+async def test_cloudflares_own_answers_are_named_as_cloudflares(status: int, verdict: Verdict) -> None:
+    # What the ledger keeps says who answered: Cloudflare's 52x are its own about the
+    # receiver behind it (the routes' reading), a 404 through it is the receiver's.
+    party = await HostileParty(
+        default=Behaviour("ok", status=status, body=b"<html></html>", headers=CLOUDFLARE)
+    ).start()
+    activity = pusher()
+    try:
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert (sent.status, sent.verdict) == (status, verdict)
+    assert sent.error is not None
+    assert ("Cloudflare" in sent.error) is (status != 404), sent.error
