@@ -566,6 +566,9 @@ class InProcessWorker:
             workers += [
                 Worker(client, task_queue=queue, activities=source) for queue in settings.source_task_queues().values()
             ]
+        pushes = [a for a in main if getattr(a, "__temporal_activity_definition").name == "push_events"]
+        if pushes:  # the callback pushes' own queue, as every worker process serves it
+            workers.append(Worker(client, task_queue=settings.push_task_queue(), activities=pushes))
         self._stack = contextlib.AsyncExitStack()
         for worker in workers:
             await self._stack.enter_async_context(worker)

@@ -42,8 +42,15 @@ def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> wor
     own: the budget is per event (``max_attempts`` sends, counted in the ledger), and
     every failed attempt uses one send of some event, so retries always end. A heartbeat
     after each send detects a dead worker within one request timeout plus 30 s.
+
+    It runs on the policy's task queue, the pushes' own (``CallbackPolicy.task_queue``,
+    since 2026-12-07), whose slots no job step shares; a policy without one on the
+    workflow's. No patch: the queue is a field of the execution's frozen input, so an
+    execution admitted (or a push run started) before has none and replays the commands it
+    recorded; a build before it reads such an input without the field (the main queue,
+    which every worker still serves ``push_events`` on).
     """
-    return workflow.ActivityConfig(
+    options = workflow.ActivityConfig(
         summary=summary,
         start_to_close_timeout=timedelta(hours=1),
         heartbeat_timeout=timedelta(milliseconds=policy.timeout_ms + 30_000),
@@ -54,6 +61,9 @@ def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> wor
             maximum_attempts=0,
         ),
     )
+    if policy.task_queue:
+        options["task_queue"] = policy.task_queue
+    return options
 
 
 class EventPusher:

@@ -31,6 +31,10 @@ class ApiSettings(Section):
         callback_retry_initial_interval_ms / callback_retry_max_interval_ms: backoff of
             the ``push_events`` activity's retries (doubling, capped; the first above the
             second is refused at load: :data:`curaflow.config.checks.ORDERED_SETTINGS`).
+        callback_max_concurrency: pushes one worker process sends at once — the activity
+            slots of the pushes' own task queue (``<temporal.task_queue>-pushes``), which no
+            job step shares: a receiver that never answers holds at most these, each for
+            ``callback_timeout_ms``, and every job's steps keep the main queue's slots.
         port: the API's TCP port, 1 … 65535.
         max_body_bytes: largest accepted request body (413 beyond); at least
             :data:`MIN_BODY_BYTES`.
@@ -64,6 +68,7 @@ class ApiSettings(Section):
     callback_max_attempts: int = Field(default=8, ge=1, le=8)
     callback_retry_initial_interval_ms: int = Field(default=1_000, ge=10)
     callback_retry_max_interval_ms: int = Field(default=60_000, ge=10)
+    callback_max_concurrency: int = Field(default=50, ge=1, le=1000)
     max_body_bytes: int = Field(default=65_536, ge=MIN_BODY_BYTES)
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)

@@ -281,6 +281,8 @@ class ConfiguredNames(Protocol):
 
     def source_task_queues(self) -> Mapping[str, str]: ...
 
+    def own_task_queues(self) -> Mapping[str, str]: ...
+
 
 def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]], urls: Iterable[tuple[Loc, str, str]] = ()) -> None:
     """Refuse settings that still hold a secret of the env example: a secret beginning
@@ -317,8 +319,13 @@ def check_references(settings: ConfiguredNames) -> None:
     """Check the names across sections, in this order: target ids unique; each Pixiv
     account name one that can work (:func:`account_name_problem`); each
     ``[sources]`` name well-formed and not a Pixiv account's; each source task queue at
-    most :data:`MAX_TASK_QUEUE_BYTES` bytes; each target's ``account``
-    configured, its routes present, distinct and configured; schedule ids unique (one
+    most :data:`MAX_TASK_QUEUE_BYTES` bytes (the callback pushes', ``<task_queue>-pushes``,
+    is shorter than account ``default``'s, always there); no route's ``task_queue`` one of
+    curaflow's own (2026-12-07: a route on the pushes', the main or a source queue put a
+    worker of ``deliver`` alone beside the queue's own in every process, and the tasks it
+    took of the queue's other activities failed as not registered, each a spent attempt);
+    each target's ``account`` configured, its routes present, distinct and configured;
+    schedule ids unique (one
     Temporal schedule per id: until 2026-12-06 a second plan of one id replaced the
     first's cron at sync while occurrences were admitted with the first's targets); each
     schedule's targets distinct and configured; each route name well-formed.
@@ -357,6 +364,15 @@ def check_references(settings: ConfiguredNames) -> None:
                 f"source task queue {queue[:80]!r}… (temporal.task_queue + '-source-' + the source's name) is "
                 f"{size} bytes: Temporal takes a task queue name of at most {MAX_TASK_QUEUE_BYTES}",
                 [("temporal", "task_queue"), _source_at(settings, name)],
+            )
+    own = settings.own_task_queues()
+    for name, route in settings.routes.items():
+        route_queue = getattr(route, "task_queue", None)
+        if isinstance(route_queue, str) and route_queue in own:
+            raise SettingsProblem(
+                f"route {name!r} runs on task queue {route_queue!r}, which is {own[route_queue]}: a route's "
+                "task_queue must be a queue of its own (or none: the main task queue's workers deliver)",
+                [("routes", name, "task_queue")],
             )
     accounts = settings.source_configs()
     for index, target in enumerate(settings.targets):

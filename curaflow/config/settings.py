@@ -49,6 +49,9 @@ from curaflow.routes import DirectoryRouteConfig, RouteSettings
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 
+#: What the callback pushes' task queue adds to ``temporal.task_queue``
+#: (:meth:`Settings.push_task_queue`).
+PUSH_QUEUE_SUFFIX = "-pushes"
 #: The default of :attr:`Settings.foreign_queue_wait_ms` (20 s): how long the first workflow
 #: task of a run under a job's id that held no job must have waited, on a task queue other
 #: than curaflow's that no worker polls, before the reconciler takes the run for one no
@@ -262,14 +265,31 @@ class Settings(BaseSettings):
         )
 
     def push_policy(self) -> CallbackPolicy:
-        """The policy of pushes to ``callback_url`` (``api.callback_*``), frozen into each
-        job's workflow input."""
+        """The policy of pushes to ``callback_url`` (``api.callback_*``, on
+        :meth:`push_task_queue`), frozen into each job's workflow input."""
         return CallbackPolicy(
             max_attempts=self.api.callback_max_attempts,
             timeout_ms=self.api.callback_timeout_ms,
             initial_interval_ms=self.api.callback_retry_initial_interval_ms,
             max_interval_ms=self.api.callback_retry_max_interval_ms,
+            task_queue=self.push_task_queue(),
         )
+
+    def own_task_queues(self) -> dict[str, str]:
+        """curaflow's own task queues — the main one, the callback pushes' and each source
+        instance's — each with what it is (:func:`curaflow.config.checks.check_references`
+        refuses a route's ``task_queue`` among them)."""
+        own = {self.source_task_queue(name): f"source {name!r}'s task queue" for name in self.source_configs()}
+        own[self.push_task_queue()] = "the callback pushes' task queue"
+        own[self.temporal.task_queue] = "the main task queue (temporal.task_queue)"
+        return own
+
+    def push_task_queue(self) -> str:
+        """Task queue of the callback pushes (``push_events``): ``<task_queue>-pushes``,
+        served by every worker process with ``api.callback_max_concurrency`` activity slots
+        of its own (:func:`curaflow.process.worker.build_workers`), so a receiver that never
+        answers holds pushes only, never a job's steps (2026-12-07)."""
+        return f"{self.temporal.task_queue}{PUSH_QUEUE_SUFFIX}"
 
     def accounts(self) -> dict[str, PixivAccount]:
         """Every Pixiv account by id; ``default`` comes from the top-level settings."""

@@ -144,12 +144,18 @@ class CallbackPolicy(BaseModel):
         timeout_ms: timeout of one POST.
         initial_interval_ms / max_interval_ms: retry backoff of the ``push_events``
             activity (doubling, capped).
+        task_queue: the task queue ``push_events`` runs on — the pushes' own,
+            ``<temporal.task_queue>-pushes`` (:meth:`curaflow.config.Settings.push_task_queue`),
+            whose activity slots no job step shares; None: the workflow's own task queue
+            (a job admitted before 2026-12-07, when a receiver that never answered held
+            the slots of every job's ``deliver``).
     """
 
     max_attempts: int = 8
     timeout_ms: int = 30_000
     initial_interval_ms: int = 1_000
     max_interval_ms: int = 60_000
+    task_queue: str | None = None
 
 
 class JobIdentity(BaseModel):

@@ -11,6 +11,9 @@ One process runs
   (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
   concurrency (default 1) — only while this process holds that queue's lease, so
   exactly one live process serves each account (:mod:`curaflow.process.source_queues`);
+* the callback pushes' worker (``<task_queue>-pushes``: ``push_events``) with
+  ``api.callback_max_concurrency`` activity slots of its own, so a consumer's receiver
+  that never answers holds pushes, never the main queue's slots every job's steps take;
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences), the
   event push sweeper (:mod:`curaflow.jobs.pushes`), the ledger gauges' refresh
@@ -164,7 +167,9 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
 
 
 def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> list[Worker]:
-    """The main task queue's and the route task queues' Temporal workers of one process.
+    """The main task queue's, the callback pushes' (:meth:`~curaflow.config.Settings.push_task_queue`,
+    ``api.callback_max_concurrency`` activity slots) and the route task queues' Temporal
+    workers of one process.
 
     Source queues are served by :func:`build_source_worker` under a
     :class:`~curaflow.process.source_queues.SourceQueueOwner`. Heartbeats are throttled to the
@@ -192,6 +197,23 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             deployment_config=versioning,
         )
     ]
+    # The callback pushes' own queue and slots: a receiver that never answers holds these,
+    # never the main queue's, which every job's steps take (its `deliver` among them).
+    # push_events stays on the main queue too, for jobs admitted before the pushes had one.
+    pushes = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "push_events"]
+    workers.append(
+        Worker(
+            client,
+            task_queue=settings.push_task_queue(),
+            activities=pushes,
+            max_concurrent_activities=settings.api.callback_max_concurrency,
+            interceptors=interceptors_for_worker(deps.pool),
+            max_heartbeat_throttle_interval=throttle,
+            default_heartbeat_throttle_interval=throttle,
+            graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
+            deployment_config=versioning,
+        )
+    )
     deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
     route_queues = sorted({r.task_queue for r in settings.routes.values() if r.task_queue})
     for queue in route_queues:

@@ -249,3 +249,28 @@ def test_a_schedule_whose_job_sends_more_at_once_than_temporal_holds_is_refused(
     with pytest.raises(ConfigError, match=r"schedule 'all' sends to 2200 routes at once in one job: at most 2000"):
         load(tmp_path, _targets(200, routes=11) + everyone)
     load(tmp_path, _targets(200, routes=10) + everyone)
+
+
+@pytest.mark.parametrize(
+    ("queue", "what"),
+    [
+        ("curaflow-pushes", "the callback pushes' task queue"),
+        ("curaflow", "the main task queue"),
+        ("curaflow-source-default", "source 'default''s task queue"),
+    ],
+)
+def test_a_route_on_one_of_curaflows_own_task_queues_is_refused(tmp_path: Path, queue: str, what: str) -> None:
+    # Every worker process serves a route's task_queue with a worker of `deliver` alone: on
+    # one of curaflow's own queues it took that queue's other activities' tasks (a push, an
+    # admission, a search) and failed each as not registered, a spent attempt.
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, HOOK + f'task_queue = "{queue}"\n' + TARGET_H)
+    assert f"route 'h' runs on task queue {queue!r}, which is {what}" in str(err.value), str(err.value)
+
+
+def test_a_route_on_a_task_queue_of_its_own_loads(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(HOOK + 'task_queue = "edge"\n' + TARGET_H, encoding="utf-8")
+    settings = load_settings(path)
+    assert settings.routes["h"].task_queue == "edge"
+    assert settings.push_policy().task_queue == settings.push_task_queue() == "curaflow-pushes"

@@ -1,0 +1,107 @@
+"""A consumer's receiver that never answers holds pushes, never a job's own steps.
+
+Each push (``push_events``) holds a worker's activity slot for as long as its send is out
+(``api.callback_timeout_ms``, 30 s by default), and pushes are owed long after their jobs
+ended (the sweeper's ``EventPushWorkflow`` runs). A receiver that accepts connections and
+never answers — one consumer's outage — must cost pushes only: the jobs a worker runs
+meanwhile (theirs and every other consumer's) take their steps as if it answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from curaflow.domain.execution import PUSH_WORKFLOW
+from curaflow.domain.messages import PushInput, RouteRef, TargetSpec
+from curaflow.jobs.pushes import push_workflow_id
+from curaflow.ledger import event_pushes
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.events import append_event
+from tests.conftest import StackFactory
+from tests.fakes.hostile import Behaviour, HostileParty
+from tests.support import eventually, ledger_job, short_id, terminal_job, whsec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: Push runs started at once: as many as the Temporal SDK's activity slots of a worker's
+#: task queue when none is configured (``WorkerTuner.create_fixed``: 100).
+PUSH_RUNS = 100
+#: One push's whole time in this test (ms): far longer than a job of the replay takes.
+PUSH_TIMEOUT_MS = 90_000
+
+
+def config(tmp_path: Path) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "api": {
+            "callback_allowed_hosts": ["127.0.0.1:*"],
+            "callback_secret": whsec(),
+            "callback_timeout_ms": PUSH_TIMEOUT_MS,
+        },
+        "outbound": {"private_networks": ["127.0.0.0/8"]},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+    }
+
+
+async def ended_job_owing_a_push(pool: asyncpg.Pool, url: str) -> str:
+    """A job that ended with one event still owed to its callback ``url``."""
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
+    job_id = await ledger_job(pool, target, label="owed")
+    async with pool.acquire() as conn, conn.transaction():
+        seq = await append_event(conn, job_id, "job.progress")
+        await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
+        await conn.execute("UPDATE jobs SET completed_at = $1 WHERE job_id = $2", now_ms(), job_id)
+    return job_id
+
+
+async def test_pushes_to_a_receiver_that_never_answers_never_hold_a_jobs_steps(
+    make_stack: StackFactory, ledger_pool: asyncpg.Pool, temporal_client: Client, tmp_path: Path
+) -> None:
+    # 100 ended jobs owe their consumer an event; its receiver takes each connection and
+    # never answers. Their push runs take every slot they can, each for PUSH_TIMEOUT_MS.
+    # A job submitted meanwhile (no callback) runs to its end while every push still
+    # hangs. Until 2026-12-07 pushes shared the main task queue's 100 activity slots with
+    # every job's `deliver`: the job's delivery waited until the receiver's sends timed
+    # out, one job's consumer's outage held every job of the worker.
+    receiver = await HostileParty(default=Behaviour("hang")).start()
+    stack = make_stack(config(tmp_path))
+    owed: list[str] = []
+    try:
+        owed += [await ended_job_owing_a_push(ledger_pool, f"{receiver.url}/hook") for _ in range(PUSH_RUNS)]
+        await stack.start_worker()
+        policy = stack.settings.push_policy()
+        for job_id in owed:
+            await temporal_client.start_workflow(
+                PUSH_WORKFLOW,
+                PushInput(job_id=job_id, policy=policy),
+                id=push_workflow_id(job_id),
+                task_queue=stack.task_queue,
+            )
+        await eventually(
+            lambda: len(receiver.connections) >= PUSH_RUNS // 4 or None,
+            timeout_s=60,
+            what="the pushes out to the receiver",
+        )
+        http = await stack.start_api()
+        job_id = (await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))).json()["job"]["job_id"]
+
+        job = await terminal_job(http, job_id, timeout_s=PUSH_TIMEOUT_MS / 1000 + 60)
+
+        hanging = [c for c in receiver.connections if c.closed is None]
+        assert job["status"] == "succeeded", job
+        # every push the worker took was still out when the job ended
+        assert len(hanging) == len(receiver.connections) >= PUSH_RUNS // 4, (len(hanging), len(receiver.connections))
+    finally:
+        for job_id in owed:
+            with contextlib.suppress(RPCError):  # closed already
+                await temporal_client.get_workflow_handle(push_workflow_id(job_id)).terminate(reason="the test ended")
+        await stack.stop()
+        await receiver.stop()
