@@ -233,10 +233,11 @@ async def held_maximum_attempts(client: Client | None) -> int | None:
     return None
 
 
-def config_mismatch(kind: Literal["route", "source"], name: str, detail: str) -> ApplicationError:
+def config_mismatch(kind: Literal["route", "source", "setting"], name: str, detail: str) -> ApplicationError:
     """The failure of an attempt whose worker does not know the route or the source account
     ``name`` the job names (``kind``): not configured in this process, or its kind not
-    registered here.
+    registered here — or lacks the setting ``name`` the step needs (``kind`` ``setting``:
+    ``api.callback_secret``, without which no push is signed; since 2026-12-07).
 
     The job was admitted by a process that knows it (admission resolves a target's routes
     and account from its configuration), so the processes' configurations differ — as they
@@ -263,9 +264,13 @@ def config_mismatch(kind: Literal["route", "source"], name: str, detail: str) ->
         last_attempt=nxt.last,
         retry_in_s=None if nxt.delay_ms is None else round(nxt.delay_ms / 1000, 3),
         error=detail,
-        hint=f"this worker does not know {kind} {name!r}, which the job names: the processes' configurations "
-        "differ (a rolling change not finished?); the attempt is retried, on any worker — give every worker and "
-        "the API the same configuration",
+        hint=(
+            f"this worker has no {name}, which the step needs"
+            if kind == "setting"
+            else f"this worker does not know {kind} {name!r}, which the job names"
+        )
+        + ": the processes' configurations differ (a rolling change not finished?); the attempt is retried, on "
+        "any worker — give every worker and the API the same configuration",
     )
     return ApplicationError(
         f"{detail}; the processes' configurations differ: retried (one attempt used)",

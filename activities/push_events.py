@@ -39,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
+from activities.errors import config_mismatch
 from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
 from curaflow.domain.ratelimit import parse_retry_after, retry_delay_ms
@@ -123,10 +124,8 @@ class PushActivity:
             asyncio.CancelledError: the attempt was cancelled before any answer came.
         """
         secret = self.deps.settings.api.callback_secret
-        if secret is None:
-            return Sent(
-                None, "no api.callback_secret on this worker: pushes are never sent unsigned", None, Verdict.DEAD
-            )
+        if secret is None:  # push_events refuses the attempt first; never the event's verdict
+            return Sent(None, "no api.callback_secret on this worker: a push is never sent unsigned", None, None)
         headers = sign_push(
             push_headers(push.job_id, push.event_id),
             secret.get_secret_value(),
@@ -198,6 +197,9 @@ class PushActivity:
         Raises:
             ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
                 execution is not the job's own (:func:`activities.caller.require_own_job`).
+            ApplicationError: ``configuration_mismatch`` (retryable, nothing claimed) when this
+                worker has no ``api.callback_secret``: another worker, or this one once
+                configured, sends the events (:func:`activities.errors.config_mismatch`).
             ApplicationError: ``callback_failed`` (retryable) when an event must be
                 retried; ``next_retry_delay`` carries the receiver's ``Retry-After``, or
                 for a 429 without one the backoff of
@@ -205,6 +207,14 @@ class PushActivity:
                 largest backoff).
         """
         require_own_job(inp.job_id, pushes=True)
+        if self.deps.settings.api.callback_secret is None:
+            # Nothing claimed: a worker that cannot sign leaves the job's events to one that
+            # can (until 2026-12-07 it claimed the next and marked it dead at once).
+            raise config_mismatch(
+                "setting",
+                "api.callback_secret",
+                "this worker has no api.callback_secret: a push is never sent unsigned",
+            )
         info = activity.info()
         # The attempt's own name for its claims: its run's id too — a run reset or started
         # again under the job's id numbers its activities as the old run did, so without it

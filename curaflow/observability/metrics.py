@@ -200,7 +200,8 @@ CONFIG_MISMATCHES = Counter(
     "curaflow_config_mismatch_total",
     "Step attempts that met a route (kind 'route') or a source account (kind 'source') the job "
     "names and this process does not know — not configured here, or its kind not registered in "
-    "this process: the processes' configurations differ (a rolling change). Each costs one "
+    "this process —, or lacked a setting the step needs (kind 'setting': api.callback_secret for a "
+    "push): the processes' configurations differ (a rolling change). Each costs one "
     "attempt of the step, retried with a backoff; the name is the job's own (from the "
     "configuration of the process that admitted it, or whatever a Temporal client wrote in the job's "
     f"input); a process gives the first {CONFIG_MISMATCH_NAMES_MAX} names of each kind a series of their "
@@ -210,13 +211,14 @@ CONFIG_MISMATCHES = Counter(
 CONFIG_MISMATCH_LAST = Gauge(
     "curaflow_config_mismatch_last_seconds",
     "When this process last met a route or source account a job names and it does not know "
-    f"(Unix time, seconds; kind 'route' | 'source'; names beyond the first {CONFIG_MISMATCH_NAMES_MAX} of a "
-    f"kind under '{CONFIG_MISMATCH_OTHER}', as curaflow_config_mismatch_total). A gauge, so the alert sees "
+    "(Unix time, seconds; kind 'route' | 'source' | 'setting'; names beyond the first "
+    f"{CONFIG_MISMATCH_NAMES_MAX} of a kind under '{CONFIG_MISMATCH_OTHER}', as "
+    "curaflow_config_mismatch_total). A gauge, so the alert sees "
     "the first one of a long-running process (a counter series born at 1 shows no increase).",
     ["kind", "name"],
 )
 #: The values of ``curaflow_config_mismatch_total``'s ``kind`` label.
-CONFIG_MISMATCH_KINDS = ("route", "source")
+CONFIG_MISMATCH_KINDS = ("route", "source", "setting")
 #: The longest ``name`` label value of a configuration mismatch (a longer name is cut).
 CONFIG_MISMATCH_NAME_MAX = 100
 LEDGER_UNAVAILABLE_LAST = Gauge(
@@ -677,7 +679,8 @@ _MISMATCH_NAMES = MismatchNames()
 @_safe
 def record_config_mismatch(kind: str, name: str, at_s: float) -> None:
     """Count one step attempt that met a route or source account the job names and this
-    process does not know (``kind``: ``route`` | ``source``; ``name``: the job's — a name of
+    process does not know (``kind``: ``route`` | ``source`` | ``setting`` — a setting the
+    step needs and this process lacks; ``name``: the job's — a name of
     the configuration of the process that admitted it, or one a Temporal client made up),
     and remember when (``at_s``: Unix time, seconds) for the alert
     ``CuraflowConfigurationMismatch``. The label is ``name`` cut at

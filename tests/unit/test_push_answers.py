@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.push_events import ANSWER_DRAIN_S, PushActivity
@@ -257,3 +259,41 @@ async def test_cloudflares_own_answers_are_named_as_cloudflares(status: int, ver
     assert (sent.status, sent.verdict) == (status, verdict)
     assert sent.error is not None
     assert ("Cloudflare" in sent.error) is (status != 404), sent.error
+
+
+async def test_a_worker_without_the_callback_secret_leaves_the_push_to_a_worker_that_has_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker whose configuration lacks api.callback_secret (a rolling change, one
+    # process's environment missing it) cannot sign a push. Until 2026-12-07 it claimed the
+    # job's next event and marked it dead at once: the consumer never got it, although
+    # every other worker could have sent it. Now the attempt is a configuration mismatch —
+    # retried on any worker, counted and paged — and nothing is claimed.
+    import activities.push_events as push_module
+    from curaflow.domain.messages import PushInput
+    from curaflow.observability import metrics
+
+    claims: list[object] = []
+
+    async def claim_next(*args: object, **kwargs: object) -> object:
+        claims.append(args)
+        raise AssertionError("an event was claimed by a worker that cannot sign it")
+
+    monkeypatch.setattr(push_module, "claim_next", claim_next)
+    deps: Any = SimpleNamespace(
+        settings=SimpleNamespace(api=SimpleNamespace(callback_secret=None)),
+        identity="worker-without-secret",
+        pool=None,
+        client_for=lambda purpose: None,
+    )
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info, workflow_id="demo@k", workflow_type="JobWorkflow", activity_type="push_events"
+    )
+    before = metrics.CONFIG_MISMATCHES.labels(kind="setting", name="api.callback_secret")._value.get()
+    with pytest.raises(ApplicationError) as failed:
+        await env.run(PushActivity(deps).push_events, PushInput(job_id="demo@k"))
+    assert failed.value.type == "configuration_mismatch" and not failed.value.non_retryable, failed.value
+    assert "api.callback_secret" in str(failed.value)
+    assert claims == []
+    assert metrics.CONFIG_MISMATCHES.labels(kind="setting", name="api.callback_secret")._value.get() == before + 1
