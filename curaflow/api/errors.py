@@ -12,6 +12,15 @@
   within ``api.ledger_timeout_ms`` (:func:`curaflow.ledger.db.is_unavailable`) → 503
   ``internal_error`` with ``retryable: true``, ``detail.reason: ledger_unavailable`` and
   ``Retry-After`` (:data:`LEDGER_RETRY_AFTER_S`; nothing was written; try again);
+* Temporal unable to serve a request the answer needs (a cancel's describe answered
+  ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED`` — a namespace's rate limit,
+  Temporal Cloud's actions per second — or ``ABORTED``:
+  :func:`curaflow.temporal.answers.temporal_outage`) → 503 ``internal_error`` with
+  ``retryable: true``, ``detail.reason: temporal_unavailable`` and ``Retry-After``
+  (:data:`~curaflow.temporal.answers.TEMPORAL_RETRY_AFTER_S`; what was recorded — a cancel
+  — stands, the same request again is safe). 2026-12-07: a ``500``. Any other refusal of
+  Temporal's (``PERMISSION_DENIED``, an expired certificate's ``UNAUTHENTICATED``, a
+  namespace's ``NOT_FOUND``) is the 500 below, its status logged;
 * anything else → 500 ``internal_error`` with the message "internal error"; internal
   text never leaks (reference §2.1);
 * a client that went away mid-body (``ClientDisconnect``) → no answer is read by
@@ -41,12 +50,14 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.service import RPCError
 
 from curaflow.ledger.db import is_unavailable
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.process.http_methods import router_refusal
 from curaflow.protocol.errors import ProtocolError, error_body
+from curaflow.temporal.answers import TEMPORAL_RETRY_AFTER_S, status_name, temporal_outage
 
 log = get_logger("curaflow.api")
 
@@ -88,10 +99,11 @@ def protocol_response(err: ProtocolError) -> JSONResponse:
 
 
 def internal_error_response(request: Request, err: BaseException) -> JSONResponse:
-    """The answer to an unexpected exception: 503 ``ledger_unavailable`` (retryable, with
-    ``Retry-After``) or 500 ``internal error``.
+    """The answer to an unexpected exception: 503 ``ledger_unavailable`` or
+    ``temporal_unavailable`` (retryable, with ``Retry-After``) or 500 ``internal error``.
 
-    Logs it: a ledger outage as one line, anything else with its traceback.
+    Logs it: an outage of the ledger or of Temporal as one line, anything else with its
+    traceback.
     """
     request.state.error_code = "internal_error"
     if is_ledger_outage(err):
@@ -105,7 +117,20 @@ def internal_error_response(request: Request, err: BaseException) -> JSONRespons
             detail={"reason": "ledger_unavailable"},
         )
         return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(LEDGER_RETRY_AFTER_S)})
-    log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
+    if temporal_outage(err):
+        # Temporal could not serve the request now: the consumer tries again (what was
+        # recorded before — a cancel — stands, and the same request converges).
+        assert isinstance(err, RPCError)
+        log.error("api.temporal_unavailable", path=request.url.path, status=status_name(err))
+        body = error_body(
+            "internal_error",
+            "Temporal is unavailable; retry later",
+            retryable=True,
+            detail={"reason": "temporal_unavailable"},
+        )
+        return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(TEMPORAL_RETRY_AFTER_S)})
+    refused = {"status": status_name(err)} if isinstance(err, RPCError) else {}  # a Temporal refusal: its status
+    log.error("api.internal_error", path=request.url.path, error=type(err).__name__, **refused, exc_info=err)
     return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)
 
 

@@ -43,7 +43,9 @@ DESCRIPTIONS = {
     503: (
         "no API token configured: the endpoint fails closed (legacy shape AuthError); or the ledger "
         "(PostgreSQL) did not answer within api.ledger_timeout_ms: ErrorResponse internal_error, "
-        "retryable, detail.reason ledger_unavailable, with Retry-After (seconds)"
+        "retryable, detail.reason ledger_unavailable, with Retry-After (seconds); or Temporal could not serve "
+        "a request the answer needs (a cancel's; unavailable, rate-limited, timed out): ErrorResponse "
+        "internal_error, retryable, detail.reason temporal_unavailable, with Retry-After (seconds)"
     ),
 }
 

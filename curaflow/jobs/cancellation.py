@@ -11,7 +11,9 @@ and a cancelled ``follow_job`` call :func:`cancel_job`:
    job just started from a Temporal client): that execution is sent the cancel (the
    workflow admits the Task, then takes the cancel path) and the handler waits for the
    job to appear in the ledger, then goes on as below (without the wait such a cancel
-   would answer 404 while the job ran on);
+   would answer 404 while the job ran on). Only Temporal's own "not found" of the
+   execution is a "no" (:func:`curaflow.temporal.answers.execution_not_found`): Temporal
+   unable to answer is raised — the API's ``503 temporal_unavailable``, never a 404;
 2. a terminal job → no-op: the job is returned unchanged (a repeated cancel returns a
    body identical to the first);
 3. otherwise the request is recorded in the ledger first (``cancel_requested_at``,
@@ -44,7 +46,7 @@ from typing import Any
 
 import asyncpg
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.jobs import request_cancel
@@ -55,6 +57,7 @@ from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.keys import storable
 from curaflow.protocol.projection import project_job
+from curaflow.temporal.answers import execution_not_found, status_name
 
 CANCEL_REASON = "cancelled_by_consumer"
 log = get_logger("curaflow.cancel")
@@ -95,7 +98,12 @@ async def cancel_job(
 
     Raises:
         ProtocolError: 404 ``invalid_params`` for an unknown job (:func:`unknown_job`),
-            an id no job can have included.
+            an id no job can have included — unknown to the ledger and to Temporal by its
+            own "not found" (:func:`curaflow.temporal.answers.execution_not_found`).
+        temporalio.service.RPCError: Temporal could not say whether a run can act on the
+            cancel (any other answer of a describe it needs: the ledger holds no such job
+            yet, or Temporal said no open run exists); the cancel, when the ledger holds the
+            job, is recorded first.
     """
     if not storable(job_id):
         raise unknown_job(job_id)  # no ledger read could find it: it cannot be stored
@@ -117,8 +125,17 @@ async def cancel_job(
             await client.get_workflow_handle(job_id).cancel(reason=CANCEL_REASON)
             exists = True
         except RPCError as err:
-            exists = err.status != RPCStatusCode.NOT_FOUND
-            log.info("cancel.workflow_not_cancellable", job_id=job_id, error=err.message, exists=exists)
+            # Only Temporal's own "not found" of the execution says no run can act on the
+            # cancel; any other answer (an outage, a namespace's NOT_FOUND) says nothing of
+            # it: the cancel is recorded, and a run takes it from the ledger.
+            exists = not execution_not_found(err)
+            log.info(
+                "cancel.workflow_not_cancellable",
+                job_id=job_id,
+                status=status_name(err),
+                error=err.message,
+                exists=exists,
+            )
     if not exists and client is None:
         # Never started, and Temporal is unreachable: converge here (the workflow, if it is
         # started later, finds the job terminal and adopts it).
@@ -140,11 +157,23 @@ async def cancel_job(
 
 async def _admitting(client: Client, job_id: str) -> bool:
     """Whether Temporal runs a ``JobWorkflow`` execution under ``job_id`` (a job started
-    from a Temporal client whose ``admit`` step has not written the ledger yet)."""
+    from a Temporal client whose ``admit`` step has not written the ledger yet).
+
+    No only on Temporal's own "not found" of the execution
+    (:func:`curaflow.temporal.answers.execution_not_found`) or a description of another run.
+
+    Raises:
+        temporalio.service.RPCError: any other answer (2026-12-07: it was a "no", and a
+            cancel Temporal could not answer — ``UNAVAILABLE``, ``RESOURCE_EXHAUSTED`` — was
+            ``404 unknown job`` for a job that may run; the API answers an outage ``503
+            temporal_unavailable``, :mod:`curaflow.api.errors`).
+    """
     try:
         description = await client.get_workflow_handle(job_id).describe()
-    except RPCError:
-        return False
+    except RPCError as err:
+        if execution_not_found(err):
+            return False
+        raise
     return description.workflow_type == "JobWorkflow" and description.status == WorkflowExecutionStatus.RUNNING
 
 

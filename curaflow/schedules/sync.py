@@ -33,13 +33,14 @@ from temporalio.client import (
     ScheduleUpdateInput,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput, occurrence_timeout, read_occurrence_input
 from curaflow.domain.presentation import occurrence_summary
 from curaflow.observability.logs import get_logger
+from curaflow.temporal.answers import execution_not_found
 
 #: Memo key naming the task queue of the stack that owns a schedule.
 MEMO_TASK_QUEUE = "curaflow_task_queue"
@@ -262,11 +263,19 @@ async def owned_schedule_ids(client: Client, task_queue: str) -> list[str]:
 
 
 async def describe_schedule(client: Client, schedule_id: str) -> ScheduleDescription | None:
-    """The schedule's description, or None when it does not exist."""
+    """The schedule's description, or None when it does not exist: Temporal's own "not
+    found" of it (:func:`curaflow.temporal.answers.execution_not_found` — a schedule is its
+    scheduler's execution to Temporal, and answered the same); a namespace's ``NOT_FOUND``
+    says nothing of the schedule (2026-12-07: the watch reported every plan ``not_found``,
+    "run `curaflow schedules sync`", for a namespace that was not there).
+
+    Raises:
+        temporalio.service.RPCError: any other answer.
+    """
     try:
         return await client.get_schedule_handle(schedule_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if execution_not_found(err):
             return None
         raise
 

@@ -56,7 +56,9 @@ input):
    run or not — a scheduled occurrence only once it ran one: its trampoline records its
    start before the execution exists), whose execution Temporal does not know under its id — an operator
    deleted it (``temporal workflow delete``, the UI's "Delete"): visibility lists no
-   run and a describe answers ``NOT_FOUND`` — → finish ``execution_deleted`` once no
+   run and a describe answers Temporal's own ``NOT_FOUND`` of the execution
+   (:func:`curaflow.temporal.answers.execution_not_found`; a namespace's is no such
+   answer) — → finish ``execution_deleted`` once no
    attempt holds a live lease (a send out at the deletion lands and is recorded first),
    and only when the namespace holds an execution of a job this ledger knows
    (:func:`namespace_holds_jobs`): a process configured with another namespace sees

@@ -17,12 +17,13 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import WorkflowExecutionVersioningInfo
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from curaflow.config import DEFAULT_FOREIGN_QUEUE_WAIT_MS
 from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 from curaflow.domain.projection import TERMINAL_JOB_STATUSES
 from curaflow.domain.verdicts import FinishCause, PendingStep
+from curaflow.temporal.answers import execution_not_found
 from curaflow.temporal.job_runs import held_a_job, refused_run, terminated_at_history_limit
 
 #: How far back a tick looks for closed executions.
@@ -273,11 +274,22 @@ def run_held_a_job(described: WorkflowExecutionDescription) -> bool:
 
 
 async def describe_execution(client: Client, job_id: str, now: int) -> Execution:
-    """Ask Temporal about ``job_id``'s execution (one ``DescribeWorkflowExecution``)."""
+    """Ask Temporal about ``job_id``'s execution (one ``DescribeWorkflowExecution``).
+
+    ``exists`` is False only on Temporal's own "not found" of the execution
+    (:func:`curaflow.temporal.answers.execution_not_found`): a ``NOT_FOUND`` of the
+    namespace — this process's ``temporal.namespace`` not the jobs', or deleted — is raised
+    like any other refusal (2026-12-07: it read as "no execution", and a cancel converged
+    a running job ``cancelled``).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer (not its "not found"
+            of the execution).
+    """
     try:
         desc = await client.get_workflow_handle(job_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if execution_not_found(err):
             return Execution(exists=False)
         raise
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
@@ -397,12 +409,13 @@ async def unserved_foreign_run(
     2026-12-06 it was terminated after the wait alone).
 
     Raises:
-        temporalio.service.RPCError: Temporal refused or did not answer a describe.
+        temporalio.service.RPCError: Temporal refused or did not answer a describe (not its
+            "not found" of the execution, :func:`~curaflow.temporal.answers.execution_not_found`).
     """
     try:
         desc = await client.get_workflow_handle(job_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if execution_not_found(err):
             return None
         raise
     if desc.status != WorkflowExecutionStatus.RUNNING or desc.task_queue == task_queue or run_held_a_job(desc):
@@ -425,12 +438,13 @@ async def open_job_run(client: Client, job_id: str) -> bool:
     admission and records no start (:func:`curaflow.schedules.admit.admit_occurrence`).
 
     Raises:
-        temporalio.service.RPCError: Temporal refused or did not answer (not ``NOT_FOUND``).
+        temporalio.service.RPCError: Temporal refused or did not answer (not its "not found"
+            of the execution, :func:`~curaflow.temporal.answers.execution_not_found`).
     """
     try:
         desc = await client.get_workflow_handle(job_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if execution_not_found(err):
             return False
         raise
     return desc.status == WorkflowExecutionStatus.RUNNING and desc.workflow_type in job_workflow_types()

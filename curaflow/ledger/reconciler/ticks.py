@@ -337,8 +337,10 @@ async def _deleted_executions(
     first step — its account's queue busy — was left to its queued budget, which ended it
     ``queued_too_long``, alertable, blaming curaflow's workers), no consumer cancel is recorded
     (rule 3 owns those), visibility does not list any run under its id and a describe of
-    the id answers ``NOT_FOUND`` (any other error fails the tick: nothing is inferred from
-    an outage, a timeout or a refusal), and the namespace holds this ledger's jobs at all
+    the id answers Temporal's own ``NOT_FOUND`` of the execution
+    (:func:`curaflow.temporal.answers.execution_not_found`; any other error — a namespace's
+    ``NOT_FOUND`` among them — fails the tick: nothing is inferred from an outage, a timeout
+    or a refusal), and the namespace holds this ledger's jobs at all
     (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`: a process
     configured with another namespace ends nothing, its jobs go to
     ``report.unconfirmed``). And, as every convergence, once no attempt of the job holds

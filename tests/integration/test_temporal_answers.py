@@ -1,0 +1,215 @@
+"""Temporal's own refusals, as curaflow's callers meet them: only Temporal's "not found" of an
+execution is read as the execution being gone, and an outage is a retryable answer.
+
+* A ``NOT_FOUND`` of the **namespace** (a process whose ``temporal.namespace`` is not the
+  jobs', a namespace deleted) says nothing of a job's execution: an API configured so
+  ends no job at a consumer's cancel (before: the cancel found "no execution" and ended a
+  running job ``cancelled`` while its run went on in the jobs' namespace).
+* ``UNAVAILABLE`` / ``RESOURCE_EXHAUSTED`` / ``DEADLINE_EXCEEDED`` under a cancel are the
+  API's ``503 temporal_unavailable`` with ``Retry-After`` — never a ``404`` for a job
+  Temporal could not be asked about, never a ``500``.
+
+The faults are the real dev server's answers (a namespace that does not exist) or the
+real client's service answering the status (:func:`refuse`), as
+``tests/integration/test_admission_faults.py`` injects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.any_pb2 import Any as AnyDetail
+from temporalio.api.common.v1 import GrpcStatus
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, NotFoundFailure
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.temporal.answers import execution_not_found, temporal_outage
+from curaflow.temporal.connection import connect
+from tests.conftest import StackFactory
+from tests.support import eventually, short_id
+
+pytestmark = pytest.mark.integration
+
+
+def config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+        "targets": [{"id": "demo", "routes": [out]}],
+        **extra,
+    }
+
+
+def rpc_error(status: RPCStatusCode, message: str, *details: Any) -> RPCError:
+    """An ``RPCError`` as the client raises it, its gRPC status carrying ``details``."""
+    packed = []
+    for detail in details:
+        each = AnyDetail()
+        each.Pack(detail)
+        packed.append(each)
+    raw = GrpcStatus(code=int(status), message=message, details=packed).SerializeToString()
+    return RPCError(message, status, raw)
+
+
+def refuse(service: Any, method: str, error: RPCError, asked: list[Any] | None = None) -> Callable[[], None]:
+    """Make ``service.<method>`` raise ``error`` (each request noted in ``asked``); returns the undo."""
+    real: Callable[..., Awaitable[Any]] = getattr(service, method)
+
+    async def refusing(req: Any, **kwargs: Any) -> Any:
+        if asked is not None:
+            asked.append(req)
+        raise error
+
+    setattr(service, method, refusing)
+    return lambda: setattr(service, method, real)
+
+
+async def api_client(stack: Any) -> Client:
+    app = stack.api.app
+
+    async def connected() -> bool:
+        return app.state.admitter.client is not None
+
+    await eventually(connected, timeout_s=30, what="the API's Temporal client")
+    client: Client = app.state.client
+    return client
+
+
+async def test_the_real_servers_not_found_of_a_namespace_is_no_not_found_of_an_execution(
+    temporal_address: str,
+) -> None:
+    present = await connect(temporal_address)
+    absent = await connect(temporal_address, namespace=f"gone-{short_id()}")
+    answers: dict[str, BaseException] = {}
+    for name, client in (("execution", present), ("namespace", absent)):
+        try:
+            await client.get_workflow_handle(f"none-{short_id()}").describe()
+        except RPCError as err:
+            answers[name] = err
+    assert execution_not_found(answers["execution"])
+    assert not execution_not_found(answers["namespace"])
+    assert not temporal_outage(answers["namespace"])
+    # a NOT_FOUND with no detail of Temporal's (a proxy's) is not recognised either
+    assert not execution_not_found(RPCError("not found", RPCStatusCode.NOT_FOUND, b""))
+
+
+async def test_an_api_whose_namespace_is_not_the_jobs_ends_no_running_job_at_a_cancel(
+    make_stack: StackFactory, tmp_path: Path, temporal_address: str
+) -> None:
+    """The API's ``temporal.namespace`` is not the one its jobs run in (mistyped, or the
+    namespace deleted): Temporal answers every request ``NOT_FOUND`` of the namespace. A
+    consumer's cancel of a job whose run is open in the jobs' namespace is recorded, and the
+    job is answered as it is: its run (here, waiting for a worker) takes the cancel from the
+    ledger. Before, the cancel read the namespace's "not found" as the execution's and
+    ended the job ``cancelled`` at once."""
+    stack = make_stack(config(tmp_path, api={"cancel_wait_ms": 1_000}))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    client = await api_client(stack)
+    admitted = await http.post("/jobs", json=stack.task(target_id="demo"))
+    assert admitted.status_code == 202, admitted.text
+    job_id = admitted.json()["job"]["job_id"]
+
+    async def started() -> bool:
+        return await pool.fetchval("SELECT workflow_started_at FROM jobs WHERE job_id = $1", job_id) is not None
+
+    await eventually(started, timeout_s=30, what="the job's run started")
+    app = stack.api.app  # type: ignore[union-attr]
+    app.state.client = await connect(temporal_address, namespace=f"not-the-jobs-{short_id()}")
+    try:
+        answer = await http.post(f"/jobs/{job_id}/cancel")
+    finally:
+        app.state.client = client
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] != "cancelled", answer.json()
+    assert await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id) is None
+    assert await pool.fetchval("SELECT cancel_requested_at FROM jobs WHERE job_id = $1", job_id) is not None
+    assert (await client.get_workflow_handle(job_id).describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+@pytest.mark.parametrize(
+    "status",
+    [RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.DEADLINE_EXCEEDED],
+    ids=lambda v: v.name,
+)
+async def test_a_cancel_temporal_cannot_answer_is_a_retryable_503_never_an_unknown_job(
+    make_stack: StackFactory, tmp_path: Path, status: RPCStatusCode
+) -> None:
+    """A cancel of a job id the ledger does not hold asks Temporal whether a run under it is
+    still admitting its Task (a job a Temporal client just started). Temporal answering an
+    outage is no "no": the consumer is told to retry (``503 temporal_unavailable``,
+    ``Retry-After``) — before, ``404 unknown job``, for a job that may exist."""
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    client = await api_client(stack)
+    undo = refuse(client.workflow_service, "describe_workflow_execution", rpc_error(status, f"injected {status.name}"))
+    try:
+        answer = await http.post(f"/jobs/demo@manual-{short_id()}/cancel")
+    finally:
+        undo()
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "5"
+    error = answer.json()["error"]
+    assert (error["code"], error["retryable"], error["detail"]["reason"]) == (
+        "internal_error",
+        True,
+        "temporal_unavailable",
+    )
+    # Temporal's own "not found" of the execution is still the unknown job
+    not_found = rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found for ID: x", NotFoundFailure())
+    undo = refuse(client.workflow_service, "describe_workflow_execution", not_found)
+    try:
+        unknown = await http.post(f"/jobs/demo@manual-{short_id()}/cancel")
+    finally:
+        undo()
+    assert unknown.status_code == 404, unknown.text
+
+
+async def test_a_cancel_whose_describe_temporal_cannot_answer_is_a_retryable_503_not_a_500(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A job admitted whose run never started (its starts refused): the cancel asks Temporal
+    whether any run could act on it. An outage there is the API's retryable 503 — before,
+    the ``RPCError`` escaped as ``500 internal error``."""
+    stack = make_stack(config(tmp_path, reconcile_interval_ms=3_600_000))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    client = await api_client(stack)
+    service = client.workflow_service
+    starts: list[Any] = []
+    refused_start = rpc_error(RPCStatusCode.UNAVAILABLE, "injected UNAVAILABLE")
+    undo_start = refuse(service, "start_workflow_execution", refused_start, starts)
+    try:
+        admitted = await http.post("/jobs", json=stack.task(target_id="demo"))
+        assert admitted.status_code == 202, admitted.text
+        job_id = admitted.json()["job"]["job_id"]
+        await eventually(lambda: len(starts) >= 1, timeout_s=30, what="the job's start refused")
+        undo = refuse(
+            service,
+            "describe_workflow_execution",
+            rpc_error(RPCStatusCode.RESOURCE_EXHAUSTED, "namespace rate limit exceeded"),
+        )
+        try:
+            answer = await http.post(f"/jobs/{job_id}/cancel")
+        finally:
+            undo()
+    finally:
+        undo_start()
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "5"
+    assert answer.json()["error"]["detail"]["reason"] == "temporal_unavailable"
+    assert await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id) is None
+    # the cancel was recorded: the same cancel again, Temporal answering, ends the job
+    again = await http.post(f"/jobs/{job_id}/cancel")
+    assert again.status_code == 200 and again.json()["status"] == "cancelled", again.text
+
+
+def test_a_namespace_not_found_detail_is_no_execution_not_found() -> None:
+    namespace = rpc_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found.", NamespaceNotFoundFailure(namespace="x"))
+    execution = rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found for ID: x", NotFoundFailure())
+    assert not execution_not_found(namespace) and execution_not_found(execution)
+    assert not execution_not_found(rpc_error(RPCStatusCode.UNAVAILABLE, "down", NotFoundFailure()))
