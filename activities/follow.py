@@ -25,7 +25,8 @@ Cancelled by its follower — the follower's workflow was cancelled (``cancel_re
 or is gone (``not_found``: terminated, timed out; as a child's parent close policy
 ``REQUEST_CANCEL``), unless it lives on in a newer run (a reset, a continue-as-new: that
 run decides, as a reset parent's child job runs on — unlike a child job, which its
-parent's continue-as-new cancels; :meth:`FollowActivity._lives_on`) —
+parent's continue-as-new cancels; :meth:`FollowActivity._lives_on`, which takes the run
+for gone only on Temporal's positive answer: the job runs on when Temporal cannot say) —
 with ``cancel_job``, it cancels the job through
 ``POST /jobs/{id}/cancel``'s path (:func:`curaflow.jobs.cancellation.cancel_job`), waits
 for the job to end, then ends cancelled. Any other cancel the SDK hands the attempt is
@@ -56,8 +57,12 @@ from curaflow.domain.state import job_state
 from curaflow.jobs.admission import Admitter
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.records import load_job
+from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
+from curaflow.temporal.answers import execution_not_found, status_name
 from curaflow.temporal.refusals import as_failure
+
+log = get_logger("curaflow.activities")
 
 #: Seconds between two reads of the followed job (and two heartbeats).
 POLL_S = 1.0
@@ -151,10 +156,16 @@ class FollowActivity:
             await asyncio.sleep(POLL_S)
 
     async def _lives_on(self) -> bool:
-        """Whether this attempt's workflow, gone as a run (``not_found``), goes on in a
+        """Whether this attempt's workflow, gone as a run (``not_found``), may go on in a
         newer run under its id — a reset (the UI's "Reset" terminates the run and starts
         another), a continue-as-new. Asked only for ``not_found``: a cancel request is the
-        workflow's own. One describe; an answer Temporal does not give is "gone"."""
+        workflow's own. One describe: "gone" only on Temporal's positive answer — its own
+        "not found" of the id (:func:`curaflow.temporal.answers.execution_not_found`), or a
+        description whose latest run is this one or closed. Any other answer (an outage, a
+        refusal) says neither, and the job runs on — the Task its consumer asked for — rather
+        than be cancelled on a guess (2026-12-07: it read as "gone", and cancelled the job a
+        reset follower still waited for; ``tests/integration/test_temporal_answers.py``,
+        failed first)."""
         details = activity.cancellation_details()
         if details is None or details.cancel_requested or not details.not_found or self.deps.client is None:
             return False
@@ -163,8 +174,11 @@ class FollowActivity:
             return False
         try:
             described = await self.deps.client.get_workflow_handle(info.workflow_id).describe()
-        except RPCError:
-            return False
+        except RPCError as err:
+            if execution_not_found(err):
+                return False
+            log.warning("follow.run_unknown", job_caller=info.workflow_id, status=status_name(err), error=err.message)
+            return True
         return described.status == WorkflowExecutionStatus.RUNNING and described.run_id != info.workflow_run_id
 
     async def _cancel(self, job_id: str) -> None:

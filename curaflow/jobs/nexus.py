@@ -27,7 +27,9 @@ there with that refusal (:class:`curaflow.temporal.connection.InputPayloadConver
    error: the caller's Nexus machinery retries, and the next attempt answers from the
    ledger. So is a job whose id an open run of another workflow type holds
    (:class:`~curaflow.temporal.job_runs.JobIdHeld`): nothing attaches to it, and an
-   attempt after it closed starts the job (or finds it started by the reconciler).
+   attempt after it closed starts the job (or finds it started by the reconciler). So is
+   a start Temporal refused or did not answer, whatever its status (:func:`start_refused`:
+   the job is admitted, and never failed for a caller by Temporal's answer to a start).
 
 Cancelling the operation requests the cancel of the job's execution: the job's one
 cancel path (decision 7), cells ``cancelled_by_consumer``, the execution ends
@@ -54,6 +56,7 @@ from temporalio.nexus import (
     TemporalOperationResult,
     TemporalStartOperationContext,
 )
+from temporalio.service import RPCError
 
 from curaflow.config import Settings
 from curaflow.domain.execution import job_workflow
@@ -66,6 +69,7 @@ from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 from curaflow.ledger.records import load_job
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
+from curaflow.temporal.answers import status_name, temporal_outage
 from curaflow.temporal.connection import job_start_options
 from curaflow.temporal.job_runs import JobIdHeld, JobRunClosed, start_run
 from curaflow.temporal.nexus_service import JobService
@@ -101,6 +105,27 @@ def ended(state: JobState) -> TemporalOperationResult[JobState]:
     return TemporalOperationResult.sync(state)
 
 
+def start_refused(job_id: str, err: RPCError) -> HandlerError:
+    """The retryable handler error of a start Temporal refused or did not answer, after the
+    Task was admitted: the job is durable (the reconciler starts its run), so the caller's
+    next attempt answers it — attached to its run, or from the ledger once it ended.
+
+    ``UNAVAILABLE`` for an outage (:func:`curaflow.temporal.answers.temporal_outage`), else
+    ``INTERNAL`` made retryable. 2026-12-07: the ``RPCError`` reached the SDK, which hands an
+    ``INVALID_ARGUMENT`` (a search attribute the namespace does not define), a ``NOT_FOUND``
+    (a namespace's), an ``ALREADY_EXISTS`` or ``FAILED_PRECONDITION`` to the caller as
+    non-retryable: its operation failed for good for a job that runs
+    (``tests/integration/test_temporal_answers.py``, failed first).
+    """
+    kind = HandlerErrorType.UNAVAILABLE if temporal_outage(err) else HandlerErrorType.INTERNAL
+    return HandlerError(
+        f"Temporal did not start the run of job {job_id} ({status_name(err)}: {err.message}); the job is "
+        "admitted, and a next attempt answers it",
+        type=kind,
+        retryable_override=True,
+    )
+
+
 class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
     """The ``start_job`` operation (see the module doc)."""
 
@@ -115,7 +140,9 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
 
         Raises:
             OperationError: a refusal, or a job that ended failed, expired or cancelled.
-            HandlerError: retryable — the job's run closed and the ledger has not caught up.
+            HandlerError: retryable — the job's run closed and the ledger has not caught up,
+                an open run of another workflow type holds the id, or Temporal refused or
+                did not answer the start (:func:`start_refused`).
         """
         try:
             admission = await Admitter(self.settings, self.pool, None).admit(input, trigger="temporal", start=False)
@@ -150,6 +177,8 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
             ) from None
         except JobIdHeld as held:
             raise HandlerError(str(held), type=HandlerErrorType.UNAVAILABLE) from None
+        except RPCError as err:
+            raise start_refused(inp.job_id, err) from err
         async with self.pool.acquire() as conn:
             await mark_workflow_started(conn, inp.job_id)
         return result

@@ -16,19 +16,28 @@ real client's service answering the status (:func:`refuse`), as
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from google.protobuf.any_pb2 import Any as AnyDetail
+from nexusrpc import HandlerError
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.api.common.v1 import GrpcStatus
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, NotFoundFailure
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
 
+from activities.follow import FollowActivity
+from curaflow.domain.messages import FollowJob
+from curaflow.jobs.nexus import StartJob
 from curaflow.temporal.answers import execution_not_found, temporal_outage
-from curaflow.temporal.connection import connect
+from curaflow.temporal.connection import connect, connect_configured
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
 
@@ -213,3 +222,74 @@ def test_a_namespace_not_found_detail_is_no_execution_not_found() -> None:
     execution = rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found for ID: x", NotFoundFailure())
     assert not execution_not_found(namespace) and execution_not_found(execution)
     assert not execution_not_found(rpc_error(RPCStatusCode.UNAVAILABLE, "down", NotFoundFailure()))
+
+
+async def test_a_follower_gone_whose_newer_run_temporal_cannot_say_leaves_its_job_running(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A ``follow_job`` attempt told its workflow's run is gone (``not_found``: terminated,
+    or reset — a reset's newer run follows the job on) asks Temporal whether a newer run
+    lives on. Temporal unable to answer says neither: the job runs on (the Task the
+    consumer asked for), never cancelled on a guess — before, any refusal of that describe
+    read as "gone" and cancelled the job a reset follower still waited for."""
+    stack = make_stack(config(tmp_path))
+    pool = await stack.ledger()
+    client = await connect_configured(stack.settings.temporal)
+    deps = SimpleNamespace(settings=stack.settings, pool=pool, client=client)
+    body = stack.task(target_id="demo")
+    environment = ActivityEnvironment()
+    follow = asyncio.ensure_future(environment.run(FollowActivity(deps).follow_job, FollowJob(task=body)))  # type: ignore[arg-type]
+
+    async def admitted() -> bool:
+        return await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", body["idempotency_key"]) == 1
+
+    await eventually(admitted, timeout_s=30, what="the followed job admitted")
+    assert not follow.done()
+    undo = refuse(
+        client.workflow_service,
+        "describe_workflow_execution",
+        rpc_error(RPCStatusCode.UNAVAILABLE, "injected UNAVAILABLE"),
+    )
+    try:
+        environment.cancel(ActivityCancellationDetails(not_found=True))
+        with pytest.raises((asyncio.CancelledError, ApplicationError)):
+            await asyncio.wait_for(follow, 30)
+    finally:
+        undo()
+    job = await pool.fetchrow(
+        "SELECT completed_at, cancel_requested_at FROM jobs WHERE idempotency_key = $1", body["idempotency_key"]
+    )
+    assert (job["completed_at"], job["cancel_requested_at"]) == (None, None), dict(job)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION],
+    ids=lambda v: v.name,
+)
+async def test_a_nexus_start_temporal_refuses_is_retried_by_the_caller_not_failed(
+    make_stack: StackFactory, tmp_path: Path, status: RPCStatusCode
+) -> None:
+    """The Nexus ``start_job`` admitted the Task (durable: the reconciler starts its run), then
+    Temporal refused the run's start — a search attribute the namespace does not define
+    (``INVALID_ARGUMENT``), a namespace's ``NOT_FOUND``, a ``FAILED_PRECONDITION``. The SDK
+    hands such an ``RPCError`` to the caller as a non-retryable error (``BAD_REQUEST``,
+    ``NOT_FOUND``, ``INTERNAL`` not retryable): the caller's operation failed for good for a
+    job that runs. It is a retryable handler error: the caller's next attempt answers the
+    job — attached to its run, or from the ledger once it ended."""
+    stack = make_stack(config(tmp_path))
+    pool = await stack.ledger()
+    client = await connect_configured(stack.settings.temporal)
+
+    async def refused_start(*args: Any, **kwargs: Any) -> Any:
+        raise rpc_error(status, f"injected {status.name}")
+
+    caller = SimpleNamespace(client=client, start_workflow=refused_start)
+    body = stack.task(target_id="demo")
+    with pytest.raises(HandlerError) as raised:
+        await StartJob(stack.settings, pool).start_operation(None, caller, body)  # type: ignore[arg-type]
+    assert raised.value.retryable, raised.value
+    job = await pool.fetchrow(
+        "SELECT completed_at, workflow_started_at FROM jobs WHERE idempotency_key = $1", body["idempotency_key"]
+    )
+    assert job is not None and (job["completed_at"], job["workflow_started_at"]) == (None, None)  # admitted, to start
