@@ -26,6 +26,9 @@ decide something, and each has its one owner here:
   key expired or refused), ``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ``INTERNAL``,
   ``UNKNOWN``, a namespace ``NOT_FOUND`` — is a refusal: nothing is inferred from it
   either, and it is reported as what it is (an internal error of the API, a failed tick).
+* :func:`refused_one_request` — a refusal about the one request (its argument, the one
+  execution it names), not the service, this process's access or the namespace: the
+  reconciler skips that job for the tick and goes on with the others.
 
 Source: the Temporal server's ``serviceerror`` package (``NotFound`` and
 ``NamespaceNotFound`` carry these details on every frontend answer, checked against the dev
@@ -49,6 +52,32 @@ OUTAGE_STATUSES = frozenset(
         RPCStatusCode.ABORTED,
     }
 )
+
+#: Statuses that refuse this process's access to the service, whatever it asked: its
+#: credentials (an expired certificate or API key), its permissions, a method the server
+#: does not have.
+ACCESS_STATUSES = frozenset(
+    {RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED}
+)
+
+#: Statuses Temporal answers one request with, about that request (its argument, the state
+#: of the one execution it names): see :func:`refused_one_request`.
+ONE_REQUEST_STATUSES = frozenset(
+    {
+        RPCStatusCode.INVALID_ARGUMENT,
+        RPCStatusCode.FAILED_PRECONDITION,
+        RPCStatusCode.ALREADY_EXISTS,
+        RPCStatusCode.OUT_OF_RANGE,
+        RPCStatusCode.INTERNAL,
+        RPCStatusCode.DATA_LOSS,
+        RPCStatusCode.UNKNOWN,
+    }
+)
+
+#: The ``type_url`` prefix of the details Temporal attaches to an answer about the
+#: namespace (``NamespaceNotFoundFailure``, ``NamespaceNotActiveFailure``,
+#: ``NamespaceInvalidStateFailure``, ``NamespaceUnavailableFailure``).
+NAMESPACE_FAILURE = "type.googleapis.com/temporal.api.errordetails.v1.Namespace"
 
 #: ``Retry-After`` of the API's ``temporal_unavailable`` answer, seconds: a frontend
 #: restarting is back within seconds, and a namespace's rate limit is counted per second.
@@ -80,3 +109,19 @@ def temporal_outage(err: BaseException) -> bool:
 def status_name(err: RPCError) -> str:
     """The error's status as a word for a log line (``NOT_FOUND``; ``error`` when none)."""
     return err.status.name if err.status is not None else "error"
+
+
+def refused_one_request(err: BaseException) -> bool:
+    """Whether ``err`` is Temporal refusing the one request it answers, about that request
+    alone — a status of :data:`ONE_REQUEST_STATUSES` (an ``INTERNAL`` of an execution whose
+    state it cannot read, a ``FAILED_PRECONDITION``) or its own "not found" of the execution
+    asked (a run deleted between a list and a read of it) — and not about the service
+    (:func:`temporal_outage`), this process's access (:data:`ACCESS_STATUSES`) or the
+    namespace (any ``Namespace…Failure`` detail; a ``NOT_FOUND`` without Temporal's detail).
+    What asks about many jobs in turn (the reconciler) leaves that one job as it is and goes
+    on with the others; anything else fails the whole pass (2026-12-07: every refusal did,
+    and one execution Temporal refused to describe stopped the reconciliation of every job).
+    """
+    if not isinstance(err, RPCError) or any(url.startswith(NAMESPACE_FAILURE) for url in _details(err)):
+        return False
+    return err.status in ONE_REQUEST_STATUSES or execution_not_found(err)

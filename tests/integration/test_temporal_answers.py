@@ -36,6 +36,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.follow import FollowActivity
 from curaflow.domain.messages import FollowJob
 from curaflow.jobs.nexus import StartJob
+from curaflow.ledger.db import DB_NOW_MS
+from curaflow.ledger.reconciler import tick
 from curaflow.temporal.answers import execution_not_found, temporal_outage
 from curaflow.temporal.connection import connect, connect_configured
 from tests.conftest import StackFactory
@@ -293,3 +295,46 @@ async def test_a_nexus_start_temporal_refuses_is_retried_by_the_caller_not_faile
         "SELECT completed_at, workflow_started_at FROM jobs WHERE idempotency_key = $1", body["idempotency_key"]
     )
     assert job is not None and (job["completed_at"], job["workflow_started_at"]) == (None, None)  # admitted, to start
+
+
+async def test_one_jobs_describe_temporal_refuses_costs_that_job_not_the_others_reconciliation(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """Two jobs past their deadline, no worker: the reconciler asks Temporal about each. It
+    refuses one job's describe with an error of that request (``INTERNAL``: an execution
+    whose state it cannot read) for as long as it lasts. The other job still ends at its
+    deadline; the refused one is left as it is (nothing inferred) and asked again next tick.
+    Before, the refusal failed every tick: no job past its deadline, cancelled or deleted
+    was ever reconciled again, and the loop's failure exited the process every
+    ``supervision.fatal_after_ms``."""
+    stack = make_stack(config(tmp_path))
+    pool = await stack.ledger()
+    refused_id = await stack.admit(stack.task(target_id="demo"))
+    other_id = await stack.admit(stack.task(target_id="demo"))
+    await pool.execute(
+        f"UPDATE jobs SET deadline_at = {DB_NOW_MS} - 60000 WHERE job_id = ANY($1::text[])", [refused_id, other_id]
+    )
+    client = await connect_configured(stack.settings.temporal)
+    service = client.workflow_service
+    real = service.describe_workflow_execution
+    asked: list[str] = []
+
+    async def describe(req: Any, **kwargs: Any) -> Any:
+        asked.append(req.execution.workflow_id)
+        if req.execution.workflow_id == refused_id:
+            raise rpc_error(RPCStatusCode.INTERNAL, "unable to read the execution's mutable state")
+        return await real(req, **kwargs)
+
+    service.describe_workflow_execution = describe  # type: ignore[method-assign]
+    report = await tick(pool, None, client, task_queue=stack.task_queue)
+    assert other_id in report.deadline, report
+    assert refused_id in asked and refused_id not in report.deadline
+    assert await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", refused_id) is None
+    # an outage is still the tick's failure: nothing is inferred, the loop retries
+    service.describe_workflow_execution = real  # type: ignore[method-assign]
+    undo = refuse(service, "describe_workflow_execution", rpc_error(RPCStatusCode.UNAVAILABLE, "down"))
+    try:
+        with pytest.raises(RPCError):
+            await tick(pool, None, client, task_queue=stack.task_queue)
+    finally:
+        undo()

@@ -79,6 +79,13 @@ input):
    reports held and beating, in its retry backoff, or queued behind others on a served
    queue (:func:`served_queues`) is not stalled.
 
+Every rule acts on Temporal's positive answers only. A question about one job that
+Temporal refuses for that request alone (:func:`curaflow.temporal.answers.refused_one_request`:
+an ``INTERNAL`` of an execution it cannot read, a ``FAILED_PRECONDITION``) leaves that job
+as it is for the tick, logged ``reconciler.temporal_refused``, and the other jobs go on;
+an outage, a refusal of this process's access or of the namespace fails the tick (the
+supervised loop retries it).
+
 The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
 in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs
 the workflow, its steps find the job terminal and it adopts that verdict.

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import asyncpg
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
@@ -38,6 +40,7 @@ from curaflow.ledger.reconciler.executions import (
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
+from curaflow.temporal.answers import refused_one_request, status_name
 from curaflow.temporal.job_runs import JobIdHeld
 
 LOCK_KEY = 0x63757261726563  # "curarec"
@@ -56,6 +59,7 @@ DEADLINE_GRACE_MS = 10_000
 log = get_logger("curaflow.reconciler")
 
 StartHook = Callable[[str], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -128,7 +132,9 @@ async def tick(
             one no worker will ever serve.
 
     Raises:
-        asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
+        asyncpg / Temporal errors: the caller's loop logs them and tries again next tick
+            (a Temporal refusal of one job's request alone is not raised: that job is left
+            for the tick, :func:`_asked`).
     """
     report = TickReport()
     async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
@@ -202,7 +208,9 @@ async def _tick(
                 if closed_at < r["created_at"]:
                     continue  # an earlier run under this id (a refused submission), not the job's
                 # The latest run decides: a job may have been started again under its id.
-                execution = await describe_execution(client, r["job_id"], now)
+                execution = await _asked(r["job_id"], "closed", describe_execution(client, r["job_id"], now))
+                if execution is None:
+                    continue  # Temporal refused this job's describe: next tick asks again
                 if execution.no_verdict(r["created_at"], started=r["started_at"] is not None):
                     # The job's start attached to a run that then refused its own Task (or
                     # stopped before admitting it): nothing ran the job; or the run was refused
@@ -227,7 +235,8 @@ async def _tick(
             if r["job_id"] in seen:
                 continue
             seen.add(r["job_id"])
-            if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"], caps=caps):
+            unserved = converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"], caps=caps)
+            if await _asked(r["job_id"], "cancel", unserved):
                 report.cancelled.append(r["job_id"])
         await _deleted_executions(conn, client, now, limit, report, seen, caps)
 
@@ -272,7 +281,9 @@ async def _tick(
         close_time: int | None = None
         described: Execution | None = None
         if client is not None:
-            described = await describe_execution(client, job_id, now)
+            described = await _asked(job_id, "budgets", describe_execution(client, job_id, now))
+            if described is None:
+                continue  # Temporal refused this job's describe: nothing is inferred, next tick asks again
             never_held = described.no_verdict(r["created_at"], started=r["started_at"] is not None)
             # A run that never held the job is no verdict on it: its budgets decide.
             close_cause = None if never_held else described.closed_cause_for(r["created_at"])
@@ -310,6 +321,27 @@ async def _tick(
             )
         if await _finish(conn, job_id, ended, caps, closed_at_ms=close_time):
             buckets.get(ended, report.closed).append(job_id)
+
+
+async def _asked(job_id: str, asking: str, call: Awaitable[T]) -> T | None:
+    """``await call`` — Temporal asked about one job —, or None when Temporal refused that
+    one request (:func:`curaflow.temporal.answers.refused_one_request`: an ``INTERNAL`` of an
+    execution it cannot read, a ``FAILED_PRECONDITION``, a run gone between a list and a
+    read): logged ``reconciler.temporal_refused`` (``asking``: the rule), the job left as it
+    is this tick — nothing inferred, no state changed — and asked again next tick; the
+    other jobs go on. Any other error — an outage, this process's access, the namespace's —
+    is raised: the tick fails and the loop retries (2026-12-07: every error did, and one
+    execution Temporal refused to describe stopped every job's reconciliation for as long
+    as it lasted; ``tests/integration/test_temporal_answers.py``, failed first)."""
+    try:
+        return await call
+    except RPCError as err:
+        if not refused_one_request(err):
+            raise
+        log.warning(
+            "reconciler.temporal_refused", job_id=job_id, asking=asking, status=status_name(err), error=err.message
+        )
+        return None
 
 
 async def _open_without_live_attempt(conn: asyncpg.Connection, most: int) -> list[str]:
@@ -392,11 +424,13 @@ async def _deleted_among(
     if not candidates:
         return
     listed = await listed_executions(client, candidates)
-    missing = [
-        job_id
-        for job_id in candidates
-        if job_id not in listed and not (await describe_execution(client, job_id, now)).exists
-    ]
+    missing: list[str] = []
+    for job_id in candidates:
+        if job_id in listed:
+            continue
+        described = await _asked(job_id, "deleted", describe_execution(client, job_id, now))
+        if described is not None and not described.exists:
+            missing.append(job_id)
     if not missing:
         return
     if not await namespace_holds_jobs(conn, client, listed):
@@ -467,7 +501,9 @@ async def _foreign_queue_runs(
         listed,
     )
     for job_id in (r["job_id"] for r in rows):
-        run = await unserved_foreign_run(client, job_id, task_queue, now, wait_ms=wait_ms)
+        run = await _asked(
+            job_id, "foreign_queue", unserved_foreign_run(client, job_id, task_queue, now, wait_ms=wait_ms)
+        )
         if run is None:
             continue
         seen.add(job_id)
