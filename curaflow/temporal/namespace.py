@@ -19,8 +19,9 @@ reading back. It fails loudly (:class:`TemporalSetupError`, a ``RuntimeError``) 
 * the namespace or an attribute is still missing when ``timeout_s`` ends (the server
   unavailable, a namespace that never became visible).
 
-Transient answers (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, a just-registered namespace
-not yet visible) are retried with a short backoff until ``timeout_s``.
+Transient answers (Temporal's outage statuses — ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``,
+``RESOURCE_EXHAUSTED``, ``ABORTED`` — and a just-registered namespace not yet visible) are
+retried with a short backoff until ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -46,12 +47,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.observability.logs import get_logger
+from curaflow.temporal.answers import OUTAGE_STATUSES
 from curaflow.temporal.connection import SEARCH_ATTRIBUTES
 
 log = get_logger("curaflow.temporal.namespace")
 
-#: Answers worth waiting out: the server (or the namespace's propagation) is not there yet.
-TRANSIENT = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.NOT_FOUND}
+#: What the setup waits out: Temporal's outage statuses (:data:`~curaflow.temporal.answers.OUTAGE_STATUSES`:
+#: unavailable, a deadline, its rate limit — until 2026-12-07 ``RESOURCE_EXHAUSTED`` at start-up
+#: exited the worker 2, "cannot start") and ``NOT_FOUND`` (a namespace just registered, not yet visible).
+TRANSIENT = OUTAGE_STATUSES | {RPCStatusCode.NOT_FOUND}
 
 
 class TemporalSetupError(RuntimeError):
