@@ -37,7 +37,11 @@ import pytest
 #: Every errno the sweeps inject: a full disk, a quota, a read-only disk, an I/O error, no
 #: descriptors left (the process's, the system's), no rights, a name too long, a name in
 #: the way, a file where a folder goes and the reverse, a loop of links, a rename across
-#: devices, a stale network handle, an interrupted call, a call that would block.
+#: devices, a stale network handle, an interrupted call, a call that would block; a file
+#: too large for the disk or the process (``EFBIG``), a size or offset past what a call
+#: can say (``EOVERFLOW``), no memory, an argument the disk refuses (``EINVAL``: a
+#: VirtualBox share's fsync, a FUSE disk's read), an operation it does not support, a busy
+#: file or one being executed (2026-12-07: ``EINVAL`` on a page's read was the work's).
 ERRNOS = (
     errno.ENOSPC,
     errno.EDQUOT,
@@ -56,6 +60,13 @@ ERRNOS = (
     errno.ESTALE,
     errno.EINTR,
     errno.EAGAIN,
+    errno.EFBIG,
+    errno.EOVERFLOW,
+    errno.ENOMEM,
+    errno.EINVAL,
+    errno.EOPNOTSUPP,
+    errno.EBUSY,
+    errno.ETXTBSY,
 )
 
 _OS_CALLS = (

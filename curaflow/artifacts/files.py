@@ -17,7 +17,7 @@ from PIL import Image
 from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import mime_of
 from curaflow.domain.models import ArtifactFile
-from curaflow.sources.decoding import DecodeMeter, machine_cause, pillow_defers
+from curaflow.sources.decoding import DecodeMeter, DelegatedReads, machine_cause, pillow_defers
 from curaflow.sources.errors import HEAD_BYTES
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
@@ -186,7 +186,9 @@ def describe(
     else:
         pillow_defers()
         try:
-            with Image.open(path) as image:
+            # Read through DelegatedReads: a seek a header names before the file's start is
+            # the bytes' (not an image), any other errno the machine's.
+            with open(path, "rb") as fh, Image.open(DelegatedReads(fh)) as image:  # type: ignore[arg-type]
                 width, height = image.size
         except (OSError, ValueError) as err:
             if (machine := machine_cause(err)) is not None:

@@ -282,9 +282,10 @@ def check_image(
 
     Raises:
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
-        OSError: the machine refused a read of the file (an ``errno`` other than
-            ``EINVAL``: :func:`~curaflow.sources.decoding.machine_error`) — curaflow's,
-            never a verdict on the page.
+        OSError: the machine refused a read of the file (an ``errno``, ``EINVAL`` too:
+            :func:`~curaflow.sources.decoding.machine_error`; a seek the bytes name before
+            the file's start is theirs, :class:`~curaflow.sources.decoding.SeekBeforeStart`)
+            — curaflow's, never a verdict on the page.
 
     Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
     ``verify()`` (structure, PNG CRCs) and a full ``load()`` of every frame from a second

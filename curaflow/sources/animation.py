@@ -434,19 +434,26 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
     limit = max_zip_entries(len(meta.frames))
     if _listed_entries(zip_path, limit) > limit:  # before zipfile builds an object per entry
         raise UnreadableDirectory(f"the frames zip lists more than {limit} entries for {len(meta.frames)} frame(s)")
+    # Read through DelegatedReads: a seek the zip's records name before its start is the
+    # zip's (SeekBeforeStart), never taken for the disk's EINVAL (2026-12-07).
+    raw = open(zip_path, "rb")  # noqa: SIM115 - closed with the archive; the disk's error raised as it came
     try:
-        archive = zipfile.ZipFile(zip_path)
-    except (zipfile.BadZipFile, OSError) as err:
-        # The disk's answer, not the zip's (nor the transfer's): curaflow's — also when
-        # zipfile raised it as its own "File is not a zip file" (machine_cause).
-        if (machine := machine_cause(err)) is not None:
-            raise machine from None
-        if not _is_zip(zip_path):
-            raise NotAZip("the frames zip is not a zip") from None
-        raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
-    except (RuntimeError, UnicodeDecodeError) as err:  # NotImplementedError is a RuntimeError
-        raise UnreadableDirectory(f"the zip reader refuses the frames zip's directory: {err}") from None
-    with archive:
+        try:
+            archive = zipfile.ZipFile(DelegatedReads(raw))  # type: ignore[arg-type]
+        except (zipfile.BadZipFile, OSError) as err:
+            # The disk's answer, not the zip's (nor the transfer's): curaflow's — also when
+            # zipfile raised it as its own "File is not a zip file" (machine_cause).
+            if (machine := machine_cause(err)) is not None:
+                raise machine from None
+            if not _is_zip(zip_path):
+                raise NotAZip("the frames zip is not a zip") from None
+            raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
+        except (RuntimeError, UnicodeDecodeError) as err:  # NotImplementedError is a RuntimeError
+            raise UnreadableDirectory(f"the zip reader refuses the frames zip's directory: {err}") from None
+    except BaseException:
+        raw.close()
+        raise
+    with raw, archive:
         entries: dict[str, zipfile.ZipInfo] = {}
         twice: set[str] = set()
         for entry in archive.infolist():

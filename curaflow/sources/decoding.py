@@ -120,18 +120,23 @@ def machine_error(err: BaseException) -> bool:
     """Whether ``err``, met while a decode read a file of the artifacts directory, is the
     machine's answer rather than the verdict of the bytes: an ``OSError`` the operating
     system raised (it carries an ``errno``: an I/O error of the disk, a map the process may
-    not make, too many open files, a full disk), never Pillow's (its ``OSError`` for bytes
-    it cannot decode has none) nor zipfile's. ``EINVAL`` is excepted: a seek to a negative
-    offset that a file's header names raises it, so the bytes can cause it.
+    not make, too many open files, a full disk, an ``EINVAL`` a disk answers a read it
+    cannot serve), never Pillow's (its ``OSError`` for bytes it cannot decode has none) nor
+    zipfile's. The one ``errno`` bytes can cause — ``lseek``'s ``EINVAL`` for a position a
+    header names before the file's start — is said without one by the file a decoder
+    reads (:class:`DelegatedReads`: :class:`SeekBeforeStart`).
 
     Such an error is curaflow's own: the check raises it as it came (the ``fetch``
     activity retries it, or ends the cell ``storage_full`` for a full disk) and never
     judges the page or the animation by it — not ``undecodable`` /
     ``unusable_animation`` (the work refused for ``unavailable_ttl_ms``), nor a body
     cut short (``download_failed``, the source's). Until 2026-12-05 a transient ``EIO``
-    while a whole page was read refused the work for the week.
+    while a whole page was read refused the work for the week; until 2026-12-07 every
+    ``EINVAL`` was taken for a seek's: the disk's on a read made a whole page
+    ``undecodable`` (the work refused for the week), a kept page described without its
+    size, the frames zip "cut short" (the source's).
     """
-    return isinstance(err, OSError) and err.errno is not None and err.errno != errno.EINVAL
+    return isinstance(err, OSError) and err.errno is not None
 
 
 def machine_cause(err: BaseException) -> OSError | None:
@@ -543,10 +548,18 @@ def small_fed(fh: IO[bytes], image: Image.Image) -> bool:
     return bool(image.info.get("progressive")) or jpeg_frame_marker(fh) not in HUFFMAN_SEQUENTIAL_FRAMES
 
 
+class SeekBeforeStart(OSError):
+    """A decoder's seek to a position before the start of the file it reads: an offset the
+    bytes named (a header's, a zip's record's), said without an ``errno`` — the bytes'
+    verdict, never the machine's (:func:`machine_error`). The kernel answers such a seek
+    ``EINVAL`` (lseek(2)), which a disk may also answer a read it cannot serve."""
+
+
 class DelegatedReads:
-    """A file a decoder reads (Pillow's ``Image.open``, ``zipfile``'s members), wrapped:
-    ``read``, ``seek`` and ``tell`` go to ``fh``, the view says it is readable and
-    seekable, and any other attribute is ``fh``'s. A subclass adds what happens around a
+    """A file a decoder reads (Pillow's ``Image.open``, ``zipfile``'s archive and members),
+    wrapped: ``read``, ``seek`` and ``tell`` go to ``fh``, the view says it is readable and
+    seekable, and any other attribute is ``fh``'s; a seek before the file's start is the
+    bytes' (:class:`SeekBeforeStart`). A subclass adds what happens around a
     read: :class:`MeteredReads` checks a decode's meter first,
     ``curaflow.sources.animation``'s member reader names a zip's broken stream.
 
@@ -565,8 +578,20 @@ class DelegatedReads:
         return self._fh.read(size)
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        """``fh.seek``: the new position (bytes from the start)."""
-        return self._fh.seek(offset, whence)
+        """``fh.seek``: the new position (bytes from the start).
+
+        Raises:
+            SeekBeforeStart: the position would be before the file's start (``lseek``'s
+                ``EINVAL``: the offset the bytes named, never the disk's answer).
+            OSError: the machine refused the seek otherwise."""
+        try:
+            return self._fh.seek(offset, whence)
+        except OSError as err:
+            if err.errno != errno.EINVAL:
+                raise
+        # Raised outside the handler: the kernel's EINVAL is not its context, so no
+        # machine_cause finds it there.
+        raise SeekBeforeStart(f"a seek to {offset} (whence {whence}) before the file's start")
 
     def tell(self) -> int:
         """``fh.tell``: the position (bytes from the start)."""
