@@ -146,6 +146,42 @@ def open_private(path: Path, *, append: bool = True) -> BinaryIO:
     return os.fdopen(fd, "ab" if append else "wb")
 
 
+#: Errors of an ``fsync`` that say this disk cannot sync what it was given: a file system
+#: that does not sync a directory, or a file (``EINVAL`` — "fd is bound to a special file
+#: which does not support synchronization", fsync(2): a VirtualBox shared folder answers
+#: it for every file —, ``EOPNOTSUPP`` / ``ENOTSUP`` of a network share or a FUSE file
+#: system). What it holds is as durable as that disk makes it; nothing more can be done,
+#: and failing the write for it would fail every write to that disk for good
+#: (:func:`sync_file`; the ``directory`` route's folders alike,
+#: :func:`curaflow.routes.directory.sync_folder`).
+UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def sync_file(fd: int) -> None:
+    """``fsync`` the written file ``fd`` before its rename, so its bytes are on the disk
+    (blocking) — the one rule for every file curaflow completes by a rename: a page or an
+    animation's GIF in the artifact store, the store's id, a file the ``directory`` route
+    delivers, a private file of the state directory.
+
+    A disk that cannot sync a file (:data:`UNSYNCABLE`) is no failure: the bytes are as
+    durable as that disk makes them, as a folder's names are. Until 2026-12-07 its
+    ``EINVAL`` / ``EOPNOTSUPP`` was the ``directory`` route's ``route_refused`` for every
+    work (the route paused after three, again after every resume); in the artifact store
+    it failed every page and every GIF (curaflow's error, retried alike on every attempt:
+    each job ``internal_error``), and a worker whose artifacts directory was such a disk
+    could not name its store and did not start.
+
+    Raises:
+        OSError: the sync failed otherwise (``EIO``: the bytes may be lost; ``ENOSPC``,
+            ``EDQUOT`` …): the caller's disk's owner says whose.
+    """
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in UNSYNCABLE:
+            raise
+
+
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a temporary file renamed over it), readable by
     its owner only (0600); its directory is made private (0700) first."""
@@ -156,7 +192,7 @@ def write_private(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            sync_file(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -17,6 +17,7 @@ from PIL import Image
 from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import mime_of
 from curaflow.domain.models import ArtifactFile
+from curaflow.paths import sync_file
 from curaflow.sources.decoding import DecodeMeter, DelegatedReads, machine_cause, pillow_defers
 from curaflow.sources.errors import HEAD_BYTES
 
@@ -87,7 +88,7 @@ class _PartFile:
         self._write(chunks)
         assert self._fh is not None and self._tmp is not None
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        sync_file(self._fh.fileno())  # a disk that cannot sync a file: as durable as it makes it
         self._fh.close()
         checked = check_image(self._tmp, meter=meter)
         if not isinstance(checked, Verified):

@@ -55,7 +55,7 @@ from curaflow.artifacts.names import page_suffix, safe_name
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import time_left
-from curaflow.paths import inside
+from curaflow.paths import inside, sync_file
 from curaflow.sources.animation import (
     MAX_ZIP_BYTES,
     Animation,
@@ -185,7 +185,7 @@ def _store_id(root: Path) -> str:
                 with open(tmp, "w", encoding="ascii") as fh:
                     fh.write(store_id + "\n")
                     fh.flush()
-                    os.fsync(fh.fileno())
+                    sync_file(fh.fileno())  # a disk that cannot sync a file: as durable as it makes it
                 os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)

@@ -64,7 +64,7 @@ from pydantic import field_validator
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import setting_path
 from curaflow.outbound import Destinations
-from curaflow.paths import LinkEscape, PathEscape, inside
+from curaflow.paths import UNSYNCABLE, LinkEscape, PathEscape, inside, sync_file
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, page_unreadable
 from curaflow.routes.registry import RouteContext, register_route
 
@@ -165,36 +165,6 @@ def _set_mode(fd: int, mode: int | None, asked: bool) -> None:
             raise
 
 
-#: Errors of an ``fsync`` that say this disk cannot sync what it was given: a file system
-#: that does not sync a directory, or a file (``EINVAL`` — "fd is bound to a special file
-#: which does not support synchronization", fsync(2): a VirtualBox shared folder answers
-#: it for every file —, ``EOPNOTSUPP`` of a network share or a FUSE file system). What it
-#: holds is as durable as that disk makes it; nothing more can be done, and refusing the
-#: route for it would refuse its every work for good (:func:`sync_file`, :func:`sync_folder`).
-_UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
-
-
-def sync_file(fd: int) -> None:
-    """``fsync`` the written file ``fd`` before its rename, so its bytes are on the disk
-    (blocking).
-
-    A disk that cannot sync a file (:data:`_UNSYNCABLE`) is no failure: the bytes are as
-    durable as that disk makes them, as a folder's names are (:func:`sync_folder`). Until
-    2026-12-07 its ``EINVAL`` / ``EOPNOTSUPP`` was :func:`os_failure`'s ``route_refused``
-    for every work — the route paused after three, and again after every resume: a route
-    on such a disk could never deliver.
-
-    Raises:
-        OSError: the sync failed otherwise (``EIO``: the bytes may be lost — retried;
-            ``ENOSPC``, ``EDQUOT`` …: the route's), as :func:`os_failure` says.
-    """
-    try:
-        os.fsync(fd)
-    except OSError as err:
-        if err.errno not in _UNSYNCABLE:
-            raise
-
-
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename.
 
@@ -233,7 +203,7 @@ def sync_folder(folder: Path) -> None:
     Raises:
         OSError: the open or the sync failed otherwise (``EIO``: the names may be lost;
             ``ENOSPC``, ``EROFS`` …) — :func:`os_failure` says whose. A disk that does not
-            sync a directory (:data:`_UNSYNCABLE`) or a folder this process may not open
+            sync a directory (:data:`~curaflow.paths.UNSYNCABLE`) or a folder this process may not open
             (:data:`_UNOPENABLE`) is no failure.
     """
     try:
@@ -245,7 +215,7 @@ def sync_folder(folder: Path) -> None:
     try:
         os.fsync(fd)
     except OSError as err:
-        if err.errno not in _UNSYNCABLE:
+        if err.errno not in UNSYNCABLE:
             raise
     finally:
         os.close(fd)

@@ -56,6 +56,7 @@ from typing import IO
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
 
+from curaflow.paths import sync_file
 from curaflow.sources.decoding import (
     PILLOW_REFUSALS,
     DecodeBudget,
@@ -514,7 +515,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
                 )
                 meter.check()
                 out.flush()
-                os.fsync(out.fileno())
+                sync_file(out.fileno())  # a disk that cannot sync a file: as durable as it makes it
             os.replace(tmp, dest)
         finally:
             tmp.unlink(missing_ok=True)
