@@ -12,6 +12,7 @@ stated none (``retry_delay_ms``, counted per route by
 
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -90,6 +91,28 @@ def route_failure(
 def permanent(reason: TerminalReason | str, message: str) -> ApplicationError:
     """A non-retryable ``ApplicationError`` of type ``reason``."""
     return ApplicationError(message, type=str(reason), non_retryable=True)
+
+
+#: ``errno`` values of a full artifact disk (no space, quota exceeded).
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_failure(err: OSError) -> ApplicationError | None:
+    """What an OS error of the artifact store's own disk ends a step with, or None: the one
+    owner of that classification for every step that writes into the store — the fetch
+    (a page, an animation) and a delivery restoring the ledger's copy into its transfer
+    folder (DESIGN.md "Owners of decisions").
+
+    A full disk (:data:`DISK_FULL`: ``ENOSPC``, ``EDQUOT``) is ``storage_full`` at once
+    (owner ``curaflow``, not retried: no retry within the job frees the disk); any other
+    is None — the caller raises it as it came, curaflow's, retried
+    (:func:`~curaflow.sources.decoding.machine_error`). Until 2026-12-07 a delivery's
+    restore let a full disk out as it came: retried on every delivery attempt, then
+    ``internal_error`` ("read the worker's log"), where the fetch said ``storage_full``.
+    """
+    if err.errno not in DISK_FULL:
+        return None
+    return permanent(TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}")
 
 
 def barrier_update(cell: CellSnapshot, barrier: Barrier) -> CellUpdate:

@@ -54,7 +54,6 @@ Runs on the source instance's task queue: image downloads pass its rate gate.
 from __future__ import annotations
 
 import asyncio
-import errno
 
 from temporalio import activity
 from temporalio.client import Client
@@ -69,6 +68,7 @@ from activities.errors import (
     permanent,
     source_failure,
     source_of,
+    storage_failure,
 )
 from activities.heartbeat import Heartbeater
 from activities.unbound import end_unbound
@@ -88,9 +88,6 @@ from curaflow.paths import LinkEscape, PathEscape
 from curaflow.sources.base import SourcePolicy
 from curaflow.sources.corroboration import corroborated, cut_by_deadline
 from curaflow.sources.errors import SourceError, WorkUnavailable
-
-#: ``errno`` values of a full artifact disk (no space, quota exceeded).
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def blames_no_one_but_the_source(err: SourceError) -> bool:
@@ -380,13 +377,12 @@ class FetchActivity:
                     except PathEscape as err:  # ids are validated at the source: a bug, never retried
                         raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
                     except OSError as err:
-                        if err.errno not in DISK_FULL:
+                        # curaflow's own disk (storage_failure: storage_full at once, or raised
+                        # as it came, retried). Pages already complete stay on disk for a
+                        # later attempt once space is freed.
+                        if (failed := storage_failure(err)) is None:
                             raise
-                        # curaflow's own disk: no retry within the job frees it. Pages already
-                        # complete stay on disk for a later attempt once space is freed.
-                        raise permanent(
-                            TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
-                        ) from err
+                        raise failed from err
                     # The ledger's copy, before or with the cell's move to ready: a deliver
                     # attempt on any process can then read it. A work whose pages are all
                     # still in memory is copied by the move's own statement (no statement or

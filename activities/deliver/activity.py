@@ -29,7 +29,15 @@ from activities.deliver.sending import (
     _unless_stopped,
 )
 from activities.deps import ActivityDeps
-from activities.errors import attempts_granted, barrier_update, config_mismatch, next_attempt, permanent, route_failure
+from activities.errors import (
+    attempts_granted,
+    barrier_update,
+    config_mismatch,
+    next_attempt,
+    permanent,
+    route_failure,
+    storage_failure,
+)
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
@@ -187,8 +195,13 @@ class DeliverActivity(DeliveryRecords):
                 # Fetched by another process (host): deliver the ledger's copy. Copied
                 # before the claim, so a failed copy never leaves the intent ``sending``.
                 assert artifact is not None
-                transfer = await asyncio.to_thread(deps.store.transfer_folder)
-                artifact = await self._restore(inp, artifact, transfer, lease_ms)
+                try:
+                    transfer = await asyncio.to_thread(deps.store.transfer_folder)
+                    artifact = await self._restore(inp, artifact, transfer, lease_ms)
+                except OSError as err:  # this store's disk (the ledger's are not full disks)
+                    if (failed := storage_failure(err)) is None:
+                        raise
+                    raise failed from err
                 try:
                     async with deps.pool.acquire() as conn, conn.transaction():
                         claim = await self._claim(conn, inp, route, opened=None)

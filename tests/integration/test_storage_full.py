@@ -16,17 +16,20 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from activities.deliver import DeliverActivity
+from activities.deps import close_deps, open_deps
 from activities.fetch import FetchActivity
 from curaflow import artifacts
 from curaflow.domain.messages import FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import Owner, TerminalReason, reason_info
 from curaflow.domain.verdicts import NON_RETRYABLE_TYPES
+from curaflow.ledger import artifacts as ledger_artifacts
 from curaflow.ledger import cells
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
-from tests.deps_support import opened_deps
+from tests.deps_support import acquired, opened_deps
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job, run_as_job
 
@@ -65,3 +68,33 @@ async def test_a_full_artifact_disk_is_storage_full_at_once(
     assert "storage_full" in NON_RETRYABLE_TYPES
     info = reason_info(TerminalReason.STORAGE_FULL)
     assert info.owner == Owner.CURAFLOW and "disk" in info.message_en and "retry later" not in info.message_en
+
+
+async def test_a_full_disk_restoring_the_ledgers_copy_is_storage_full_at_once(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A deliver attempt on a worker that does not hold the files writes the ledger's copy
+    # into a transfer folder of its own artifacts directory — the same disk, the same owner
+    # as the fetch's. Until 2026-12-07 its ENOSPC went out of the activity as it came:
+    # retried on every delivery attempt (the backoff's minutes), then internal_error ("read
+    # the worker's log"), where the fetch says storage_full at once.
+    async with opened_deps(make_stack, tmp_path, replay) as (stack, fetcher):
+        other = stack.settings.model_copy(update={"artifacts_dir": tmp_path / "other-host"})
+        deliverer = await open_deps(other, None, replay_url=replay.url)
+        try:
+            inp = await acquired(stack, fetcher, "demo")
+
+            def no_space(*_: Any, **__: Any) -> Any:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(deliverer.store, "holds", lambda artifact: False)  # another host's disk
+            monkeypatch.setattr(ledger_artifacts, "_write", no_space)
+            with pytest.raises(ApplicationError) as caught:
+                await run_as_job(DeliverActivity(deliverer).deliver, inp)
+            err = caught.value
+            assert err.type == TerminalReason.STORAGE_FULL and err.non_retryable, (err.type, err)
+            assert "artifact store" in str(err)
+            transfers = tmp_path / "other-host" / artifacts.TRANSFER_DIR
+            assert not any(transfers.iterdir())  # the attempt's folder removed
+        finally:
+            await close_deps(deliverer)
