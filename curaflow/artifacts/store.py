@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import math
 import os
@@ -194,6 +195,27 @@ def _store_id(root: Path) -> str:
         os.close(fd)
 
 
+def over_file_size_limit(work_id: str, err: OSError) -> WorkUnavailable:
+    """A file of the work over the size this machine's artifacts disk or process takes
+    (``err``: ``EFBIG`` — a ``ulimit -f``, a FAT disk's 4 GiB, a FUSE disk's per-file limit)
+    — the rule's one owner: this machine's limit, not the work's verdict and no failure of
+    the step. The work is unavailable *here*, ``too_large`` not recognised (held back for
+    the account's ``unrecognised_hold_ms``, never the week), and the cell binds its next
+    candidate, as for a decode over this machine's CPU time.
+
+    Until 2026-12-07 the error went out as it came: every attempt downloaded the page
+    again through the account's gate and failed alike, the cell ended ``internal_error``,
+    and nothing was remembered — the target's next job bound the same work first again
+    and failed on it again, for good."""
+    return WorkUnavailable(
+        work_id,
+        f"a file of the work is larger than this machine's artifacts disk or process takes (EFBIG: "
+        f"{err.strerror or 'File too large'}): this machine's limit, not the work's",
+        UnavailableKind.TOO_LARGE,
+        recognised=False,
+    )
+
+
 class ArtifactStore:
     """Downloads work pages into ``root`` and deletes them when no longer needed.
 
@@ -285,12 +307,31 @@ class ArtifactStore:
                 directory (a work id that was never validated).
             OSError: the artifacts directory's disk or the process refused a write or a
                 read (a full disk, an I/O error, too many open files): curaflow's, never a
-                verdict on the work (:func:`~curaflow.sources.decoding.machine_error`).
+                verdict on the work (:func:`~curaflow.sources.decoding.machine_error`); a
+                file over the size this machine takes (``EFBIG``) is
+                :func:`over_file_size_limit`'s ``WorkUnavailable`` instead.
         """
         folder = self.folder(job_id, target_id)
         # Every path is checked before the source is asked anything.
         dests = [inside(folder, f"{work.work_id}_p{page.index}{page_suffix(page.url)}") for page in work.pages]
         inside(folder, f"{work.work_id}_ugoira.gif")
+        try:
+            return await self._fetch_files(source, work, folder, dests, on_page, held)
+        except OSError as err:
+            if err.errno != errno.EFBIG:
+                raise
+            raise over_file_size_limit(work.work_id, err) from err
+
+    async def _fetch_files(
+        self,
+        source: FileSource,
+        work: Work,
+        folder: Path,
+        dests: list[Path],
+        on_page: ProgressHook | None,
+        held: dict[int, bytes] | None,
+    ) -> Artifact:
+        """The work's pages, or its animation (:meth:`fetch`: its paths ``dests`` checked)."""
         animation = await source.animation(work)
         if animation is not None:
             return await self._fetch_animation(source, work, animation, folder, on_page)

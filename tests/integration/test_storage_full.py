@@ -20,6 +20,7 @@ from activities.deliver import DeliverActivity
 from activities.deps import close_deps, open_deps
 from activities.fetch import FetchActivity
 from curaflow import artifacts
+from curaflow.domain.cells import CellState
 from curaflow.domain.messages import FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import Owner, TerminalReason, reason_info
@@ -98,3 +99,52 @@ async def test_a_full_disk_restoring_the_ledgers_copy_is_storage_full_at_once(
             assert not any(transfers.iterdir())  # the attempt's folder removed
         finally:
             await close_deps(deliverer)
+
+
+async def test_a_page_larger_than_the_artifact_disk_takes_holds_the_work_back_and_binds_the_next(
+    deps: tuple[Stack, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # EFBIG: a page over the file size this machine's artifacts disk or process takes (a
+    # ulimit -f, a FUSE disk's per-file limit). Until 2026-12-07 it went out as it came:
+    # every attempt downloaded the page again through the account's gate and failed alike,
+    # the cell ended internal_error, and nothing was remembered — the target's next job
+    # bound the same work first again, and failed on it again, for good. It is this
+    # machine's limit, not the work's verdict: the work is held back briefly (not the
+    # week) and the cell binds its next candidate.
+    stack, opened = deps
+    settings = stack.settings
+    target = TargetSpec(target_id="demo", routes=settings.route_refs(settings.targets[0]))
+    job_id = await ledger_job(opened.pool, target, label="efbig")
+    first, second = (parse_work(w) for w in recorded_works()[:2])
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [first, second], CandidateReport())
+    write, finish = artifacts._PartFile.write, artifacts._PartFile.finish
+
+    def too_large(part: Any) -> None:
+        if part.dest.name.startswith(f"{first.work_id}_"):
+            raise OSError(errno.EFBIG, "File too large")
+
+    def write_limited(part: Any, *args: Any, **kwargs: Any) -> Any:
+        too_large(part)
+        return write(part, *args, **kwargs)
+
+    def finish_limited(part: Any, *args: Any, **kwargs: Any) -> Any:
+        too_large(part)
+        return finish(part, *args, **kwargs)
+
+    monkeypatch.setattr(artifacts._PartFile, "write", write_limited)
+    monkeypatch.setattr(artifacts._PartFile, "finish", finish_limited)
+
+    step = await run_as_job(
+        FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
+    )
+    assert step.cell.state == CellState.ARTIFACT_READY and step.cell.work_id == second.work_id, step.cell
+    async with opened.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT held, until - seen_at AS kept_ms, why FROM unavailable_works WHERE work_id = $1 AND job_id = $2",
+            first.work_id,
+            job_id,
+        )
+    assert row is not None and row["held"], row  # held back: no verdict on the work
+    assert row["kept_ms"] <= settings.pixiv.unrecognised_hold_ms, row  # briefly, never the week
+    assert "EFBIG" in row["why"], row
