@@ -43,6 +43,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -593,16 +594,31 @@ class ArtifactStore:
     @staticmethod
     def holds(artifact: Artifact) -> bool:
         """True when every file of ``artifact`` is on this process's disk at its recorded
-        path with its recorded size (this process, or one sharing its volume, fetched it).
+        path with its recorded size, and opens for reading (this process, or one sharing
+        its volume, fetched it); else a delivery sends the ledger's copy.
 
-        Files are only ever completed by a rename, so a file of the right size is whole.
-        Blocking (one ``stat`` per file): call it in a thread.
+        Files are only ever completed by a rename, so a regular file of the right size is
+        whole. Judged by what was opened, not by a look at the name: until 2026-12-07 a
+        ``stat`` alone said "held" for a page curaflow's disk would not open (``EACCES``
+        of an operator's ``chmod``, ``EPERM``): the route read it on every attempt and
+        failed alike (nothing sent, retried) until the attempts ran out — the cell
+        ``delivery_abandoned``, owner the route, for curaflow's own disk, the ledger
+        holding the whole copy all along. Blocking (an open, an ``fstat`` and a close per
+        file, never blocking on what is no regular file): call it in a thread.
         """
         for file in artifact.files:
             try:
-                if os.stat(file.path).st_size != file.bytes:
-                    return False
+                fd = os.open(file.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
             except OSError:
+                return False
+            try:
+                info = os.fstat(fd)
+            except OSError:
+                return False
+            finally:
+                with contextlib.suppress(OSError):  # a read-only descriptor: nothing to lose
+                    os.close(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size != file.bytes:
                 return False
         return True
 

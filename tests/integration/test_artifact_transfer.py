@@ -126,3 +126,13 @@ async def test_a_running_workers_retention_pass_sweeps_transfer_folders_dead_att
     await prune_tick(ledger_pool, store, None)
 
     assert not abandoned.exists() and live.is_dir()
+
+
+def test_the_store_holds_only_files_it_can_open_as_regular_files(tmp_path: Path) -> None:
+    # Judged by what was opened (2026-12-07): a page the disk will not open is not held
+    # (the ledger's copy is sent), and a FIFO at a page's name is neither held nor waited on.
+    artifact = Artifact(work_id="7", files=[page(tmp_path, "7_p0.png", 0, 0)])
+    assert ArtifactStore.holds(artifact)
+    Path(artifact.files[0].path).unlink()
+    os.mkfifo(artifact.files[0].path)
+    assert not ArtifactStore.holds(artifact)  # returns at once: no writer is waited for
