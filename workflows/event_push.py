@@ -40,7 +40,11 @@ def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> wor
 
     Temporal retries the activity with the policy's backoff and no attempt limit of its
     own: the budget is per event (``max_attempts`` sends, counted in the ledger), and
-    every failed attempt uses one send of some event, so retries always end. A heartbeat
+    every failed attempt that sent uses one send of some event. An attempt on a worker
+    without ``api.callback_secret`` sends nothing (``configuration_mismatch``, paged by
+    ``CuraflowConfigurationMismatch``): if no worker has the secret, retries go on until the
+    job stops waiting or the push run's execution timeout, the events pending in the ledger
+    for the sweeper's next run. A heartbeat
     after each send detects a dead worker within one request timeout plus 30 s.
 
     It runs on the policy's task queue, the pushes' own (``CallbackPolicy.task_queue``,
