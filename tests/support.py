@@ -35,10 +35,12 @@ from curaflow.config import Settings, load_settings
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import JOB_WORKFLOW
-from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
 from curaflow.domain.models import JobRecord
 from curaflow.jobs.admission import Admitter
+from curaflow.ledger import event_pushes
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
 from curaflow.process.httpserver import BackgroundServer
@@ -288,6 +290,35 @@ async def ledger_job(
     async with pool.acquire() as conn:
         await insert_job(conn, NewJob(job_input=inp))
     return inp.job_id
+
+
+def push_config(tmp_path: Path, *, tags: tuple[str, ...] = ("x",), **api: Any) -> dict[str, Any]:
+    """A stack's configuration whose pushes reach a consumer's receiver on 127.0.0.1 (any
+    port; its private network allowed), signed with :func:`whsec`. ``api`` adds to its
+    ``[api]`` (e.g. ``callback_timeout_ms``, in ms); its one target ``demo`` queries
+    ``tags`` and delivers to a directory under ``tmp_path``."""
+    out = f"out-{short_id()}"
+    return {
+        "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec(), **api},
+        "outbound": {"private_networks": ["127.0.0.0/8"]},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": list(tags)}, "routes": [out]}],
+    }
+
+
+async def job_owing_pushes(pool: asyncpg.Pool, url: str, *, label: str, count: int = 1, ended: bool = False) -> str:
+    """A :func:`ledger_job` with ``count`` events (``job.progress``) pending their push to
+    the consumer's callback ``url``; ``ended``: the job has completed (its pushes owed
+    after its end, the sweeper's). Returns the job id."""
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
+    job_id = await ledger_job(pool, target, label=label)
+    async with pool.acquire() as conn, conn.transaction():
+        for _ in range(count):
+            seq = await append_event(conn, job_id, "job.progress")
+            await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
+        if ended:
+            await conn.execute("UPDATE jobs SET completed_at = $1 WHERE job_id = $2", now_ms(), job_id)
+    return job_id
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -20,26 +20,17 @@ import pytest
 
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.push_events import PushActivity
-from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport, RouteRef, TargetSpec
+from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport
 from curaflow.ledger import event_pushes
-from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import eventually, job_env, ledger_job, short_id, whsec
+from tests.support import eventually, job_env, job_owing_pushes, push_config
 
 pytestmark = pytest.mark.integration
 
-
-async def _pending_pushes(pool: asyncpg.Pool, count: int, url: str = "http://127.0.0.1:9/hook") -> str:
-    """A job with ``count`` events pending their push to the consumer's callback ``url``."""
-    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
-    job_id = await ledger_job(pool, target, label="claims")
-    async with pool.acquire() as conn, conn.transaction():
-        for _ in range(count):
-            seq = await append_event(conn, job_id, "job.progress")
-            await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
-    return job_id
+#: A callback URL no push of these tests reaches (nothing listens on port 9, discard).
+NOWHERE = "http://127.0.0.1:9/hook"
 
 
 async def _states(pool: asyncpg.Pool, job_id: str) -> list[str]:
@@ -50,7 +41,7 @@ async def _states(pool: asyncpg.Pool, job_id: str) -> list[str]:
 async def test_a_late_attempt_never_undoes_what_the_current_attempt_settled(
     ledger_pool: asyncpg.Pool, late: str
 ) -> None:
-    job_id = await _pending_pushes(ledger_pool, 2)
+    job_id = await job_owing_pushes(ledger_pool, NOWHERE, label="claims", count=2)
     stale = (await event_pushes.claim_next(ledger_pool, job_id, "stale", 0)).push  # its lease lapses at once
     assert stale is not None
     for _ in range(2):  # the current attempt sends both events, the receiver has them
@@ -70,7 +61,7 @@ async def test_a_late_attempt_never_undoes_what_the_current_attempt_settled(
 async def test_a_late_attempt_never_frees_an_event_another_attempt_is_sending(
     ledger_pool: asyncpg.Pool, late: str
 ) -> None:
-    job_id = await _pending_pushes(ledger_pool, 1)
+    job_id = await job_owing_pushes(ledger_pool, NOWHERE, label="claims")
     stale = (await event_pushes.claim_next(ledger_pool, job_id, "stale", 0)).push
     assert stale is not None
     sending = (await event_pushes.claim_next(ledger_pool, job_id, "current", 60_000)).push
@@ -93,10 +84,10 @@ async def test_a_reset_jobs_new_run_never_sends_an_event_its_old_run_has_out(
     run's activities from its history), on the same worker, at attempt 1. While the old
     run's send is out, the new run's attempt is another attempt: it waits (``busy``), it
     never sends the same event alongside."""
-    stack = make_stack(callback_config(tmp_path))
+    stack = make_stack(push_config(tmp_path))
     deps = await open_deps(stack.settings, None)
     try:
-        job_id = await _pending_pushes(ledger_pool, 1, url=f"{webhook.url}/hook")
+        job_id = await job_owing_pushes(ledger_pool, f"{webhook.url}/hook", label="claims")
         held = asyncio.Event()
         webhook.script["/hook"] = [Reply(delay_s=60, released=held)]
         policy = CallbackPolicy(timeout_ms=30_000)
@@ -116,17 +107,6 @@ async def test_a_reset_jobs_new_run_never_sends_an_event_its_old_run_has_out(
             await asyncio.gather(old, return_exceptions=True)
     finally:
         await close_deps(deps)
-
-
-def callback_config(tmp_path: Path) -> dict[str, Any]:
-    """A stack whose pushes reach the receiver on 127.0.0.1, signed with its secret."""
-    out = f"out-{short_id()}"
-    return {
-        "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec()},
-        "outbound": {"private_networks": ["127.0.0.0/8"]},
-        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-        "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
-    }
 
 
 def attempt_env(job_id: str, run_id: str) -> Any:
@@ -156,10 +136,10 @@ async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
     party = await HostileParty(
         default=Behaviour("trickle_body", status=200, chunk=1, interval_s=0.1, body=b" ")
     ).start()
-    stack = make_stack(callback_config(tmp_path))
+    stack = make_stack(push_config(tmp_path))
     deps = await open_deps(stack.settings, None)
     try:
-        job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
+        job_id = await job_owing_pushes(ledger_pool, f"{party.url}/hook", label="claims")
         env = attempt_env(job_id, "run-1")
         attempt = asyncio.create_task(
             env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))
@@ -189,7 +169,7 @@ async def test_a_cancel_that_comes_while_the_answer_is_recorded_never_loses_it(
     import activities.push_events as module
 
     party = await HostileParty(default=Behaviour("ok", status=200, body=b"{}")).start()
-    stack = make_stack(callback_config(tmp_path))
+    stack = make_stack(push_config(tmp_path))
     deps = await open_deps(stack.settings, None)
     writing = asyncio.Event()
     go_on = asyncio.Event()
@@ -202,7 +182,7 @@ async def test_a_cancel_that_comes_while_the_answer_is_recorded_never_loses_it(
 
     monkeypatch.setattr(module, "record_push", slow_record)
     try:
-        job_id = await _pending_pushes(ledger_pool, 1, url=f"{party.url}/hook")
+        job_id = await job_owing_pushes(ledger_pool, f"{party.url}/hook", label="claims")
         env = attempt_env(job_id, "run-1")
         attempt = asyncio.create_task(
             env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=CallbackPolicy(timeout_ms=30_000)))

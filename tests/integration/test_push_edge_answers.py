@@ -18,38 +18,16 @@ from temporalio.exceptions import ApplicationError
 
 from activities.deps import close_deps, open_deps
 from activities.push_events import PushActivity
-from curaflow.domain.messages import CallbackPolicy, PushInput, RouteRef, TargetSpec
+from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger import event_pushes
-from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
-from tests.support import job_env, ledger_job, short_id, whsec
+from tests.support import job_env, job_owing_pushes, push_config
 
 pytestmark = pytest.mark.integration
 
 #: Headers Cloudflare's edge writes on every answer it gives (its own or the origin's).
 CLOUDFLARE = (("server", "cloudflare"), ("cf-ray", "8f2c1a2b3c4d5e6f-FRA"))
-
-
-def callback_config(tmp_path: Path) -> dict[str, Any]:
-    """Pushes reach 127.0.0.1, signed."""
-    out = f"out-{short_id()}"
-    return {
-        "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec()},
-        "outbound": {"private_networks": ["127.0.0.0/8"]},
-        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-        "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
-    }
-
-
-async def one_pending_push(pool: asyncpg.Pool, url: str) -> str:
-    """A job with one event pending its push to ``url``."""
-    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
-    job_id = await ledger_job(pool, target, label="edge")
-    async with pool.acquire() as conn, conn.transaction():
-        seq = await append_event(conn, job_id, "job.progress")
-        await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
-    return job_id
 
 
 async def push_once(stack_settings: Any, job_id: str) -> ApplicationError | None:
@@ -64,6 +42,21 @@ async def push_once(stack_settings: Any, job_id: str) -> ApplicationError | None
     finally:
         await close_deps(deps)
     return None
+
+
+async def push_answered(
+    make_stack: StackFactory, tmp_path: Path, pool: asyncpg.Pool, answer: Behaviour
+) -> tuple[str, list[asyncpg.Record], ApplicationError | None]:
+    """One ``push_events`` attempt of a job's one pending event to a receiver that answers
+    ``answer``: the job id, the ledger's rows of its pushes, the retry it asked for."""
+    party = await HostileParty(default=answer).start()
+    stack = make_stack(push_config(tmp_path))
+    try:
+        job_id = await job_owing_pushes(pool, f"{party.url}/hook", label="edge")
+        retry = await push_once(stack.settings, job_id)
+    finally:
+        await party.stop()
+    return job_id, await event_pushes.push_states(pool, job_id), retry
 
 
 @pytest.mark.parametrize(
@@ -86,14 +79,9 @@ async def test_cloudflares_own_409_page_is_never_a_delivered_push(
     # (the routes' reading, curaflow.routes.base.cloudflare_error). A push so answered is
     # one retried attempt — it was recorded delivered (a 409 is the receiver's "already
     # recorded"), the consumer never had the event and the ledger said it had.
-    party = await HostileParty(default=Behaviour("ok", status=409, body=body, headers=CLOUDFLARE + headers)).start()
-    stack = make_stack(callback_config(tmp_path))
-    try:
-        job_id = await one_pending_push(ledger_pool, f"{party.url}/hook")
-        retry = await push_once(stack.settings, job_id)
-    finally:
-        await party.stop()
-    rows = await event_pushes.push_states(ledger_pool, job_id)
+    job_id, rows, retry = await push_answered(
+        make_stack, tmp_path, ledger_pool, Behaviour("ok", status=409, body=body, headers=CLOUDFLARE + headers)
+    )
     assert [(r["status"], r["last_status"]) for r in rows] == [(event_pushes.PENDING, 409)], rows
     assert retry is not None and retry.type == "callback_failed"
     assert "Cloudflare" in rows[0]["last_error"] and "1001" in rows[0]["last_error"], rows[0]["last_error"]
@@ -106,15 +94,11 @@ async def test_the_receivers_own_409_through_cloudflare_is_delivered(
 ) -> None:
     # The receiver's own "already recorded", served through Cloudflare (its headers, the
     # receiver's body): delivered, as a 409 is.
-    party = await HostileParty(
-        default=Behaviour("ok", status=409, body=b'{"error": "duplicate"}', headers=CLOUDFLARE)
-    ).start()
-    stack = make_stack(callback_config(tmp_path))
-    try:
-        job_id = await one_pending_push(ledger_pool, f"{party.url}/hook")
-        retry = await push_once(stack.settings, job_id)
-    finally:
-        await party.stop()
-    rows = await event_pushes.push_states(ledger_pool, job_id)
+    _, rows, retry = await push_answered(
+        make_stack,
+        tmp_path,
+        ledger_pool,
+        Behaviour("ok", status=409, body=b'{"error": "duplicate"}', headers=CLOUDFLARE),
+    )
     assert [(r["status"], r["last_status"]) for r in rows] == [(event_pushes.DELIVERED, 409)], rows
     assert retry is None

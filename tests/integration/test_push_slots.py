@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import pytest
@@ -19,14 +18,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from curaflow.domain.execution import PUSH_WORKFLOW
-from curaflow.domain.messages import PushInput, RouteRef, TargetSpec
+from curaflow.domain.messages import PushInput
 from curaflow.jobs.pushes import push_workflow_id
-from curaflow.ledger import event_pushes
-from curaflow.ledger.db import now_ms
-from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
-from tests.support import eventually, ledger_job, short_id, terminal_job, whsec
+from tests.support import eventually, job_owing_pushes, push_config, terminal_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,31 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PUSH_RUNS = 100
 #: One push's whole time in this test (ms): far longer than a job of the replay takes.
 PUSH_TIMEOUT_MS = 90_000
-
-
-def config(tmp_path: Path) -> dict[str, Any]:
-    out = f"out-{short_id()}"
-    return {
-        "api": {
-            "callback_allowed_hosts": ["127.0.0.1:*"],
-            "callback_secret": whsec(),
-            "callback_timeout_ms": PUSH_TIMEOUT_MS,
-        },
-        "outbound": {"private_networks": ["127.0.0.0/8"]},
-        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-    }
-
-
-async def ended_job_owing_a_push(pool: asyncpg.Pool, url: str) -> str:
-    """A job that ended with one event still owed to its callback ``url``."""
-    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
-    job_id = await ledger_job(pool, target, label="owed")
-    async with pool.acquire() as conn, conn.transaction():
-        seq = await append_event(conn, job_id, "job.progress")
-        await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
-        await conn.execute("UPDATE jobs SET completed_at = $1 WHERE job_id = $2", now_ms(), job_id)
-    return job_id
 
 
 async def test_pushes_to_a_receiver_that_never_answers_never_hold_a_jobs_steps(
@@ -72,10 +43,13 @@ async def test_pushes_to_a_receiver_that_never_answers_never_hold_a_jobs_steps(
     # every job's `deliver`: the job's delivery waited until the receiver's sends timed
     # out, one job's consumer's outage held every job of the worker.
     receiver = await HostileParty(default=Behaviour("hang")).start()
-    stack = make_stack(config(tmp_path))
+    stack = make_stack(push_config(tmp_path, tags=("オリジナル",), callback_timeout_ms=PUSH_TIMEOUT_MS))
     owed: list[str] = []
     try:
-        owed += [await ended_job_owing_a_push(ledger_pool, f"{receiver.url}/hook") for _ in range(PUSH_RUNS)]
+        owed += [
+            await job_owing_pushes(ledger_pool, f"{receiver.url}/hook", label="owed", ended=True)
+            for _ in range(PUSH_RUNS)
+        ]
         await stack.start_worker()
         policy = stack.settings.push_policy()
         for job_id in owed:
