@@ -55,6 +55,11 @@ def config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     }
 
 
+def each_status(*codes: RPCStatusCode) -> pytest.MarkDecorator:
+    """The test once per gRPC status of ``codes`` (its ``status`` argument), each named by its code."""
+    return pytest.mark.parametrize("status", codes, ids=lambda v: v.name)
+
+
 def rpc_error(status: RPCStatusCode, message: str, *details: Any) -> RPCError:
     """An ``RPCError`` as the client raises it, its gRPC status carrying ``details``."""
     packed = []
@@ -142,11 +147,7 @@ async def test_an_api_whose_namespace_is_not_the_jobs_ends_no_running_job_at_a_c
     assert (await client.get_workflow_handle(job_id).describe()).status == WorkflowExecutionStatus.RUNNING
 
 
-@pytest.mark.parametrize(
-    "status",
-    [RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.DEADLINE_EXCEEDED],
-    ids=lambda v: v.name,
-)
+@each_status(RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.DEADLINE_EXCEEDED)
 async def test_a_cancel_temporal_cannot_answer_is_a_retryable_503_never_an_unknown_job(
     make_stack: StackFactory, tmp_path: Path, status: RPCStatusCode
 ) -> None:
@@ -264,11 +265,7 @@ async def test_a_follower_gone_whose_newer_run_temporal_cannot_say_leaves_its_jo
     assert (job["completed_at"], job["cancel_requested_at"]) == (None, None), dict(job)
 
 
-@pytest.mark.parametrize(
-    "status",
-    [RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION],
-    ids=lambda v: v.name,
-)
+@each_status(RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
 async def test_a_nexus_start_temporal_refuses_is_retried_by_the_caller_not_failed(
     make_stack: StackFactory, tmp_path: Path, status: RPCStatusCode
 ) -> None:
