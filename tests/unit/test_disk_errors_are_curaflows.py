@@ -236,25 +236,35 @@ def test_a_frames_zip_the_disk_cannot_open_is_raised_not_the_transfer_blamed(
     assert encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif") == (16, 12)
 
 
+def _encode_gif_of_a_zip_read_as(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: type[_FailingReads]
+) -> OSError:
+    """``encode_gif`` of a frames zip (:func:`frames`, in ``tmp_path``) whose every opening
+    for reading (``open``, ``io.open``) gets a file whose reads fail as ``reads``' do (other
+    files open as they are); the ``OSError`` it raised (a test fails if it raised none)."""
+    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
+    real_open = builtins.open
+
+    def failing_reads_of_the_zip(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if Path(file) == zip_path and mode == "rb":
+            return io.BufferedReader(reads(file, "r"))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", failing_reads_of_the_zip)
+    monkeypatch.setattr(builtins, "open", failing_reads_of_the_zip)
+    with pytest.raises(OSError) as caught:
+        encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif")
+    return caught.value
+
+
 def test_an_io_error_zipfile_raises_as_not_a_zip_is_raised_not_the_transfer_blamed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # zipfile reads the end record of the zip as it opens it and turns an OSError of that
     # read into its own BadZipFile("File is not a zip file"): the disk's EIO was taken for
     # a zip cut short (AnimationBroken: download_failed, the source's).
-    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
-    real_open = builtins.open
-
-    def eio_reading_the_zip(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if Path(file) == zip_path and mode == "rb":
-            return io.BufferedReader(_FailingReads(file, "r"))
-        return real_open(file, mode, *args, **kwargs)
-
-    monkeypatch.setattr(io, "open", eio_reading_the_zip)
-    monkeypatch.setattr(builtins, "open", eio_reading_the_zip)
-    with pytest.raises(OSError) as caught:
-        encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif")
-    assert caught.value.errno == errno.EIO
+    raised = _encode_gif_of_a_zip_read_as(tmp_path, monkeypatch, _FailingReads)
+    assert raised.errno == errno.EIO
     assert not (tmp_path / "1_ugoira.gif").exists()
 
 
@@ -264,19 +274,8 @@ def test_an_einval_of_the_disk_reading_the_frames_zip_is_raised_not_the_transfer
     # The disk's EINVAL reading the zip's end record: zipfile raises "File is not a zip
     # file" over it, which was read as a zip cut short (AnimationBroken: download_failed,
     # the source's; its attempts spent, the work held back) for curaflow's own disk.
-    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
-    real_open = builtins.open
-
-    def einval_reading_the_zip(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if Path(file) == zip_path and mode == "rb":
-            return io.BufferedReader(_EinvalReads(file, "r"))
-        return real_open(file, mode, *args, **kwargs)
-
-    monkeypatch.setattr(io, "open", einval_reading_the_zip)
-    monkeypatch.setattr(builtins, "open", einval_reading_the_zip)
-    with pytest.raises(OSError) as caught:
-        encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif")
-    assert caught.value.errno == errno.EINVAL
+    raised = _encode_gif_of_a_zip_read_as(tmp_path, monkeypatch, _EinvalReads)
+    assert raised.errno == errno.EINVAL
     assert not (tmp_path / "1_ugoira.gif").exists()
 
 
