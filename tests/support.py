@@ -45,6 +45,7 @@ from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.protocol.connections import CLIENT_KEEP_ALIVE_S
+from curaflow.sources.pixiv.client import PixivClient
 from curaflow.temporal.connection import connect, connect_configured
 from tests.fakes.replay import ReplayServer
 from tests.zygote import worker_process
@@ -319,6 +320,19 @@ async def job_owing_pushes(pool: asyncpg.Pool, url: str, *, label: str, count: i
         if ended:
             await conn.execute("UPDATE jobs SET completed_at = $1 WHERE job_id = $2", now_ms(), job_id)
     return job_id
+
+
+def pixiv_answering(api: Callable[[httpx.Request], httpx.Response]) -> PixivClient:
+    """A Pixiv client on ``httpx.MockTransport``: its token refresh granted (an hour's
+    token), every other request (the app-api's, the image host's) answered by ``api``."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/auth/token"):
+            return httpx.Response(200, json={"access_token": "a", "refresh_token": "r", "expires_in": 3600})
+        return api(request)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

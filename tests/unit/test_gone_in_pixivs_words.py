@@ -14,7 +14,6 @@ The client runs against ``httpx.MockTransport``, the app-api answering in its wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
@@ -23,28 +22,16 @@ import pytest
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
-from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.client.answers import folded_words
 from curaflow.sources.pixiv.client.constants import GONE_WORDS
 from curaflow.sources.pixiv.frontier import Mark
 from curaflow.sources.pixiv.scan.pages import _corroborate_end
-
-TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
+from tests.support import pixiv_answering
 
 
 def app_api_error(user_message: object) -> dict[str, object]:
     """The app-api's own error object (its four fields, as it sends them)."""
     return {"error": {"user_message": user_message, "message": "", "reason": "", "user_message_details": {}}}
-
-
-def client(api: Callable[[httpx.Request], httpx.Response]) -> PixivClient:
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return api(request)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
 
 
 #: Words to its user the app-api's object carries under a 404 that say nothing of the
@@ -63,7 +50,7 @@ NOT_GONE = [
 
 @pytest.mark.parametrize("words", NOT_GONE)
 async def test_a_404_whose_words_do_not_say_the_work_is_gone_holds_it_briefly(words: str) -> None:
-    pixiv = client(lambda request: httpx.Response(404, json=app_api_error(words)))
+    pixiv = pixiv_answering(lambda request: httpx.Response(404, json=app_api_error(words)))
     with pytest.raises(WorkUnavailable) as raised:
         await pixiv.illust_detail("123")
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
@@ -88,7 +75,7 @@ GONE = [
 
 @pytest.mark.parametrize("words", GONE)
 async def test_a_404_in_pixivs_words_that_the_work_is_gone_is_the_works(words: str) -> None:
-    pixiv = client(lambda request: httpx.Response(404, json=app_api_error(words)))
+    pixiv = pixiv_answering(lambda request: httpx.Response(404, json=app_api_error(words)))
     with pytest.raises(WorkUnavailable) as raised:
         await pixiv.illust_detail("123")
     assert raised.value.recognised is True
@@ -110,7 +97,7 @@ def target() -> TargetSpec:
 async def test_an_empty_page_is_no_end_of_results_on_a_detail_that_does_not_say_the_work_is_gone(words: str) -> None:
     """The scan takes an empty page where a work it knows stood for the end of its results
     only on something positive about that work; an endpoint's "does not exist" is not."""
-    pixiv = client(lambda request: httpx.Response(404, json=app_api_error(words)))
+    pixiv = pixiv_answering(lambda request: httpx.Response(404, json=app_api_error(words)))
     mark = Mark(work_id="123", create_date="2026-12-01T00:00:00+09:00")
     with pytest.raises(SourceError) as raised:
         await _corroborate_end(pixiv, target(), mark, datetime(2026, 12, 7, tzinfo=UTC))

@@ -11,7 +11,6 @@ requests), and a page kept from an earlier attempt is described again from its b
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,25 +20,13 @@ from PIL import Image
 from curaflow.artifacts import ArtifactStore, describe
 from curaflow.domain.models import Work, WorkPage
 from curaflow.sources.errors import UnavailableKind, WorkUnavailable
-from curaflow.sources.pixiv.client import PixivClient
-
-TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
+from tests.support import pixiv_answering
 
 
 def encoded(fmt: str) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (8, 6), (40, 80, 120)).save(buf, format=fmt)
     return buf.getvalue()
-
-
-def client(image: Callable[[httpx.Request], httpx.Response]) -> PixivClient:
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return image(request)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
 
 
 def work(url: str) -> Work:
@@ -71,7 +58,7 @@ async def test_a_pages_type_is_its_bytes_whatever_its_url_says(
     tmp_path: Path, fmt: str, suffix: str, mime: str
 ) -> None:
     body = encoded(fmt)
-    pixiv = client(lambda request: httpx.Response(200, content=body, headers={"Content-Type": "image/jpeg"}))
+    pixiv = pixiv_answering(lambda request: httpx.Response(200, content=body, headers={"Content-Type": "image/jpeg"}))
     store = ArtifactStore(tmp_path)
     artifact = await store.fetch(pixiv, work(ORIGINAL + suffix), "job@x", "t")
     (file,) = artifact.files
@@ -90,7 +77,7 @@ def test_a_complete_file_is_described_by_its_bytes(tmp_path: Path) -> None:
 
 async def test_a_body_that_is_no_image_stays_not_an_image_held_briefly(tmp_path: Path) -> None:
     html = b"<!DOCTYPE html><html><body>maintenance</body></html>"
-    pixiv = client(lambda request: httpx.Response(200, content=html, headers={"Content-Type": "image/png"}))
+    pixiv = pixiv_answering(lambda request: httpx.Response(200, content=html, headers={"Content-Type": "image/png"}))
     with pytest.raises(WorkUnavailable) as raised:
         await ArtifactStore(tmp_path).fetch(pixiv, work(ORIGINAL + ".png"), "job@x", "t")
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.NOT_AN_IMAGE, False)
