@@ -98,6 +98,16 @@ def protocol_response(err: ProtocolError) -> JSONResponse:
     return JSONResponse(err.body(), status_code=err.http_status, headers=getattr(err, "headers", None))
 
 
+def _unavailable(what: str, reason: str, retry_after_s: int) -> JSONResponse:
+    """The ``503`` of an outage of ``what`` (``"the ledger"``, ``"Temporal"``): the protocol's
+    retryable ``internal_error`` with ``detail.reason`` ``reason`` and ``Retry-After``
+    ``retry_after_s`` (seconds) — nothing was lost, the same request converges."""
+    body = error_body(
+        "internal_error", f"{what} is unavailable; retry later", retryable=True, detail={"reason": reason}
+    )
+    return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(retry_after_s)})
+
+
 def internal_error_response(request: Request, err: BaseException) -> JSONResponse:
     """The answer to an unexpected exception: 503 ``ledger_unavailable`` or
     ``temporal_unavailable`` (retryable, with ``Retry-After``) or 500 ``internal error``.
@@ -110,25 +120,13 @@ def internal_error_response(request: Request, err: BaseException) -> JSONRespons
         # Nothing was written and nothing is lost: tell the consumer to try again.
         log.error("api.ledger_unavailable", path=request.url.path, error=type(err).__name__)
         metrics.record_ledger_unavailable("api")
-        body = error_body(
-            "internal_error",
-            "the ledger is unavailable; retry later",
-            retryable=True,
-            detail={"reason": "ledger_unavailable"},
-        )
-        return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(LEDGER_RETRY_AFTER_S)})
+        return _unavailable("the ledger", "ledger_unavailable", LEDGER_RETRY_AFTER_S)
     if temporal_outage(err):
         # Temporal could not serve the request now: the consumer tries again (what was
         # recorded before — a cancel — stands, and the same request converges).
         assert isinstance(err, RPCError)
         log.error("api.temporal_unavailable", path=request.url.path, status=status_name(err))
-        body = error_body(
-            "internal_error",
-            "Temporal is unavailable; retry later",
-            retryable=True,
-            detail={"reason": "temporal_unavailable"},
-        )
-        return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(TEMPORAL_RETRY_AFTER_S)})
+        return _unavailable("Temporal", "temporal_unavailable", TEMPORAL_RETRY_AFTER_S)
     refused = {"status": status_name(err)} if isinstance(err, RPCError) else {}  # a Temporal refusal: its status
     log.error("api.internal_error", path=request.url.path, error=type(err).__name__, **refused, exc_info=err)
     return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)

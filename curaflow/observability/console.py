@@ -14,7 +14,7 @@ from rich.protocol import rich_cast
 from rich.segment import Segment
 from rich.text import Span, Text
 
-from curaflow.observability.secrets import MASK, held_spans, redacted, redacted_texts
+from curaflow.observability.secrets import MASK, held_spans, masked_spans, redacted, redacted_texts
 
 
 def masked_text(text: Text) -> Text:
@@ -37,13 +37,7 @@ def masked_text(text: Text) -> Text:
                 break
         return offset - shift
 
-    pieces: list[str] = []
-    position = 0
-    for start, stop in secrets:
-        pieces += [plain[position:start], MASK]
-        position = stop
-    pieces.append(plain[position:])
-    masked = text.blank_copy("".join(pieces))
+    masked = text.blank_copy(masked_spans(plain, secrets))
     moved_spans = [Span(moved(span.start, end=False), moved(span.end, end=True), span.style) for span in text.spans]
     masked.spans = [span for span in moved_spans if span.end > span.start]
     return masked

@@ -139,8 +139,12 @@ def redacted(text: str) -> str:
     """``text`` with every secret this process holds replaced by :data:`MASK`
     (:func:`held_spans`)."""
     spans = held_spans(text)
-    if not spans:
-        return text
+    return masked_spans(text, spans) if spans else text
+
+
+def masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (``(start, end)`` character offsets, in order, none
+    overlapping: :func:`held_spans`) replaced by :data:`MASK`."""
     pieces: list[str] = []
     position = 0
     for start, end in spans:
