@@ -50,6 +50,7 @@ import uuid
 from dataclasses import dataclass
 from typing import IO
 
+import asyncpg
 import httpx
 
 from bench.bare import BareSpec
@@ -179,18 +180,40 @@ class Meter:
         }
 
 
-async def run_curaflow(stack: BenchStack, n: int, targets: list[str], *, count: bool = False) -> tuple[Run, list[str]]:
+#: Connections of the admission's pool (the API's, in production).
+ADMISSION_POOL = 20
+
+
+async def admission_pool(stack: BenchStack, counter: StatementCounter | None = None) -> asyncpg.Pool:
+    """The admission's pool with every connection open: a round's warm-up and its measured
+    jobs share it, as an API process's requests share its long-lived pool. A pool opened for
+    the measured jobs alone put up to 18 fresh PostgreSQL sessions (each one's start, asyncpg's
+    type introspection and its first plans) on the first jobs' bill (2026-12-07)."""
+    return await create_pool(
+        stack.services.database_url, min_size=ADMISSION_POOL, max_size=ADMISSION_POOL, counter=counter
+    )
+
+
+async def run_curaflow(
+    stack: BenchStack, n: int, targets: list[str], *, pool: asyncpg.Pool | None = None, count: bool = False
+) -> tuple[Run, list[str]]:
     """Admit ``n`` one-cell jobs spread over ``targets`` and wait for them all.
 
     Args:
+        pool: the admission's pool (:func:`admission_pool`), kept open by the caller; None:
+            one opened for this call and closed after it.
         count: also count the ledger statements (the worker must have been started with
             :data:`COUNTING_ENV`); else the run's ``statements`` / ``transactions`` are None.
+            Counts only with a pool of this call's own (the counter is the pool's).
     """
     assert stack.pool is not None
     # Admission has a pool of its own, counted: its statements are part of a job's cost
     # (the API's, in production).
     admission = StatementCounter() if count else None
-    pool = await create_pool(stack.services.database_url, min_size=2, max_size=20, counter=admission)
+    own_pool = pool is None or count
+    if own_pool:
+        pool = await admission_pool(stack, admission)
+    assert pool is not None
     admitter = Admitter(stack.settings, pool, stack.client)
     gate = asyncio.Semaphore(50)
     worker_metrics = f"http://127.0.0.1:{stack.settings.observability.metrics_port}/metrics"
@@ -216,7 +239,8 @@ async def run_curaflow(stack: BenchStack, n: int, targets: list[str], *, count: 
         finished = await stack.wait_terminal(list(job_ids), every_s=WAIT_POLL_S)
         cpu = meter.per_job_ms(n)
     finally:
-        await pool.close()
+        if own_pool:
+            await pool.close()
     actions_after = await scrape(stack.services.temporal.metrics_url, "action")
     # The last transitions of a job may be counted after the ledger shows it terminal.
     await asyncio.sleep(0.5)
@@ -384,8 +408,12 @@ async def run(services: Services, quick: bool) -> Result:
                 if engine == "curaflow":
                     own = targets[r * per_round : (r + 1) * per_round]
                     await stack.start_worker()
-                    await run_curaflow(stack, 4, own)  # warm-up: imports, connection pools
-                    runs[engine].append((await run_curaflow(stack, n, own))[0])
+                    pool = await admission_pool(stack)
+                    try:
+                        await run_curaflow(stack, 4, own, pool=pool)  # warm-up: imports, connection pools
+                        runs[engine].append((await run_curaflow(stack, n, own, pool=pool))[0])
+                    finally:
+                        await pool.close()
                     for worker in stack.workers:
                         await asyncio.to_thread(worker.stop)
                     stack.workers.clear()
