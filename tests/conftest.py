@@ -304,6 +304,7 @@ LONGEST_FIRST = (
 )
 
 
+from tests.logging_kept import pytest_runtest_protocol  # noqa: E402,F401 - the hook, registered here
 from tests.scheduling import pytest_xdist_make_scheduler  # noqa: E402,F401 - the hook, registered here
 from tests.timeouts import (  # noqa: E402,F401 - the hooks, registered here
     pytest_runtest_teardown,
