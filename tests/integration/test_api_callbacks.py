@@ -25,7 +25,7 @@ from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, closed_status, eventually, shared_stack, short_id, terminal_job, whsec
+from tests.support import Stack, closed_status, eventually, push_config, shared_stack, short_id, terminal_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -33,20 +33,15 @@ TERMINAL = ("job.succeeded", "job.failed", "job.expired", "job.cancelled")
 
 
 def callback_config(tmp_path: Path) -> dict[str, Any]:
-    out = f"out-{short_id()}"
-    return {
-        "api": {
-            # the receivers run on this machine: any port of 127.0.0.1, its address allowed
-            "callback_allowed_hosts": ["127.0.0.1:*"],
-            "callback_secret": whsec(),
-            "callback_timeout_ms": 1000,
-            "callback_retry_initial_interval_ms": 100,
-            "callback_retry_max_interval_ms": 300,
-        },
-        "outbound": {"private_networks": ["127.0.0.0/8"]},
-        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-    }
+    """:func:`push_config` with a consumer's push answered within 1 s and retried after
+    100 ms, at most 300 ms apart; its target queries ``オリジナル``."""
+    return push_config(
+        tmp_path,
+        tags=("オリジナル",),
+        callback_timeout_ms=1000,
+        callback_retry_initial_interval_ms=100,
+        callback_retry_max_interval_ms=300,
+    )
 
 
 @pytest.fixture(scope="module")
