@@ -322,9 +322,11 @@ async def job_owing_pushes(pool: asyncpg.Pool, url: str, *, label: str, count: i
     return job_id
 
 
-def pixiv_answering(api: Callable[[httpx.Request], httpx.Response]) -> PixivClient:
+def pixiv_answering(api: Callable[[httpx.Request], httpx.Response], **options: Any) -> PixivClient:
     """A Pixiv client on ``httpx.MockTransport``: its token refresh granted (an hour's
-    token), every other request (the app-api's, the image host's) answered by ``api``."""
+    token), every other request (the app-api's, the image host's) answered by ``api``.
+    ``options`` go to :class:`~curaflow.sources.pixiv.client.PixivClient` (``gate``,
+    ``image_host``, ``page_max_bytes`` / ``download_max_bytes`` in bytes, …)."""
 
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/auth/token"):
@@ -332,7 +334,7 @@ def pixiv_answering(api: Callable[[httpx.Request], httpx.Response]) -> PixivClie
         return api(request)
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
+    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", **options)
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from PIL import Image
 from curaflow.artifacts.store import ArtifactStore
 from curaflow.domain.models import Work, WorkPage
 from curaflow.sources.errors import SourceError
-from curaflow.sources.pixiv.client import PixivClient
+from tests.support import pixiv_answering
 
 URL = "https://i.pximg.net/img-original/img/2025/02/01/00/00/00/42_p0.png"
 WORK = Work(
@@ -44,10 +44,7 @@ N = len(PNG)
 
 
 async def _fetch(tmp_path: Path, answer: httpx.Response) -> object:
-    http = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: answer))
-    client = PixivClient(
-        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", image_host="http://img.test"
-    )
+    client = pixiv_answering(lambda request: answer, image_host="http://img.test")
     return await ArtifactStore(tmp_path).fetch(client, WORK, "j", "t")  # type: ignore[arg-type]
 
 

@@ -23,6 +23,7 @@ from curaflow.sources.animation import Animation, AnimationFrame
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
+from tests.support import pixiv_answering
 
 TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
 #: Over the 64 KiB byte limit the clients below are given.
@@ -33,21 +34,7 @@ def scripted(
     api: Callable[[httpx.Request], httpx.Response], *, gate: MemoryGate | None = None, page_max_bytes: int = 64 * 1024
 ) -> PixivClient:
     """A client whose token endpoint grants a token and whose app-api answers ``api``."""
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return api(request)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(
-        http,
-        refresh_token="r",
-        api_url="http://api.test",
-        auth_url="http://api.test",
-        page_max_bytes=page_max_bytes,
-        gate=gate,
-    )
+    return pixiv_answering(api, page_max_bytes=page_max_bytes, gate=gate)
 
 
 @pytest.mark.parametrize(
@@ -226,15 +213,7 @@ def image_client(body: bytes) -> PixivClient:
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=chunks(), headers={"Content-Length": str(len(body))})
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(
-        http,
-        refresh_token="r",
-        api_url="http://api.test",
-        auth_url="http://api.test",
-        image_host="http://img.test",
-        download_max_bytes=64 * 1024,
-    )
+    return pixiv_answering(answer, image_host="http://img.test", download_max_bytes=64 * 1024)
 
 
 def large_page_work() -> Work:

@@ -18,6 +18,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
+from tests.support import pixiv_answering
 
 TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
 INVALID_GRANT = {
@@ -682,16 +683,7 @@ async def test_a_redirects_token_is_no_token(status: int) -> None:
 def oversized_answers() -> PixivClient:
     """A client whose every app-api answer is a 1 MiB page over its 64 KiB byte limit."""
     big = b"<html>" + b"x" * (1024 * 1024)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return httpx.Response(200, content=big)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    return PixivClient(
-        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", page_max_bytes=64 * 1024
-    )
+    return pixiv_answering(lambda request: httpx.Response(200, content=big), page_max_bytes=64 * 1024)
 
 
 @pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])

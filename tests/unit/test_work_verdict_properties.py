@@ -48,8 +48,8 @@ from curaflow.sources.corroboration import FRAMING_BYTES, MAX_BYTES_PER_PIXEL
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
+from tests.support import pixiv_answering
 
-TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
 RESTRICTED = "Your access is currently restricted."
 #: Words an answer may carry: the ones curaflow knows (restricted, rate limit, OAuth),
 #: Pixiv's words to its user, a server's, none.
@@ -178,20 +178,8 @@ def api_answers(draw: st.DrawFn) -> tuple[int, dict[str, str], bytes, Any]:
 
 
 def _client(answer: httpx.Response, gate: MemoryGate, *, download_max_bytes: int = 1 << 20) -> PixivClient:
-    def respond(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return answer
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(respond))
-    return PixivClient(
-        http,
-        refresh_token="r",
-        api_url="http://api.test",
-        auth_url="http://api.test",
-        image_host="http://img.test",
-        gate=gate,
-        download_max_bytes=download_max_bytes,
+    return pixiv_answering(
+        lambda request: answer, image_host="http://img.test", gate=gate, download_max_bytes=download_max_bytes
     )
 
 
