@@ -232,6 +232,17 @@ LEDGER_UNAVAILABLE_LAST = Gauge(
 )
 #: The values of ``curaflow_ledger_unavailable_last_seconds``'s ``where`` label.
 LEDGER_UNAVAILABLE_WHERE = ("api", "activity", "gauges")
+TEMPORAL_UNAVAILABLE_LAST = Gauge(
+    "curaflow_temporal_unavailable_last_seconds",
+    "When this process last failed on Temporal being unavailable (Unix time, seconds; "
+    "curaflow.temporal.answers.temporal_outage): where 'reconciler' (a tick that failed on an outage "
+    "status — UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED — or in which Temporal, or a "
+    "proxy before it, refused every request about a job's execution, EveryRequestRefused). A fact the "
+    "ledger cannot hold; what CuraflowTemporalUnavailable reads.",
+    ["where"],
+)
+#: The values of ``curaflow_temporal_unavailable_last_seconds``'s ``where`` label.
+TEMPORAL_UNAVAILABLE_WHERE = ("reconciler",)
 API_INTERNAL_ERRORS = Counter(
     "curaflow_api_internal_errors_total",
     "Requests the API answered 500 (internal error, on the job surface or the legacy one): an "
@@ -700,6 +711,15 @@ def record_ledger_unavailable(where: str, at_s: float | None = None) -> None:
     standby after a failover) while it answers reads keeps the ledger gauges fresh and
     every other alert silent."""
     LEDGER_UNAVAILABLE_LAST.labels(where=where).set(time.time() if at_s is None else at_s)
+
+
+@_safe
+def record_temporal_unavailable(where: str, at_s: float | None = None) -> None:
+    """Remember when this process last failed on Temporal being unavailable (``where``: one
+    of :data:`TEMPORAL_UNAVAILABLE_WHERE`; ``at_s``: Unix time, seconds, default now), for the
+    alert ``CuraflowTemporalUnavailable``: a reconciler whose every tick fails on Temporal
+    converges no job, and only ``CuraflowJobsStuck`` would page, past the jobs' deadlines."""
+    TEMPORAL_UNAVAILABLE_LAST.labels(where=where).set(time.time() if at_s is None else at_s)
 
 
 @_safe

@@ -29,6 +29,16 @@ decide something, and each has its one owner here:
 * :func:`refused_one_request` — a refusal about the one request (its argument, the one
   execution it names), not the service, this process's access or the namespace: the
   reconciler skips that job for the tick and goes on with the others.
+* :class:`Refusals` — what one pass over many executions (a reconciler tick) was answered:
+  when Temporal refused every request of the pass about an execution, about at least
+  :data:`REFUSED_EXECUTIONS_OF_AN_OUTAGE` executions, and answered none, no refusal was one
+  execution's: it is the service's (or a proxy's before it — an Envoy or a load balancer
+  answering ``INTERNAL`` / ``UNKNOWN`` for a backend it cannot reach, a frontend failing on
+  every read of its persistence), raised as :class:`EveryRequestRefused`, which
+  :func:`temporal_outage` reads as an outage (2026-12-07: each such refusal was read as its
+  job's, every job was skipped on every tick while the loop looked healthy, and only
+  ``CuraflowJobsStuck`` paged, past the jobs' deadlines —
+  ``tests/integration/test_temporal_answers.py``, failed first).
 
 Source: the Temporal server's ``serviceerror`` package (``NotFound`` and
 ``NamespaceNotFound`` carry these details on every frontend answer, checked against the dev
@@ -37,6 +47,8 @@ statuses a client may retry).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -101,9 +113,10 @@ def execution_not_found(err: BaseException) -> bool:
 
 
 def temporal_outage(err: BaseException) -> bool:
-    """Whether ``err`` is a Temporal ``RPCError`` of :data:`OUTAGE_STATUSES`: the service
-    could not serve the request now."""
-    return isinstance(err, RPCError) and err.status in OUTAGE_STATUSES
+    """Whether ``err`` is a Temporal ``RPCError`` of :data:`OUTAGE_STATUSES` — the service
+    could not serve the request now — or :class:`EveryRequestRefused`: a pass of which
+    Temporal refused every request about an execution."""
+    return isinstance(err, EveryRequestRefused) or (isinstance(err, RPCError) and err.status in OUTAGE_STATUSES)
 
 
 def status_name(err: RPCError) -> str:
@@ -125,3 +138,72 @@ def refused_one_request(err: BaseException) -> bool:
     if not isinstance(err, RPCError) or any(url.startswith(NAMESPACE_FAILURE) for url in _details(err)):
         return False
     return err.status in ONE_REQUEST_STATUSES or execution_not_found(err)
+
+
+#: The fewest executions a pass must have asked about — each refused, none answered — for
+#: the refusals to be the service's rather than one execution's (:class:`Refusals`): one
+#: execution refused alone is that execution's, whatever its status.
+REFUSED_EXECUTIONS_OF_AN_OUTAGE = 2
+
+
+class EveryRequestRefused(Exception):
+    """Temporal refused every request of one pass about an execution — at least
+    :data:`REFUSED_EXECUTIONS_OF_AN_OUTAGE` executions, none answered: its outage (or its
+    proxy's) for that pass (:func:`temporal_outage`), not each execution's.
+
+    Attributes:
+        refused: each execution asked about (its workflow id) → the status it was refused
+            with (:func:`status_name`).
+    """
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        self.refused = dict(refused)
+        statuses = ", ".join(sorted(set(refused.values())))
+        super().__init__(
+            f"Temporal refused every request about an execution ({len(refused)} executions, {statuses}) and "
+            "answered none: Temporal, or a proxy before it, is failing, not each execution"
+        )
+
+
+@dataclass
+class Refusals:
+    """What one pass over many executions (a reconciler tick) was answered by Temporal, the
+    one reading of whether its refusals are each execution's or the service's.
+
+    Each request about one execution is either answered (:meth:`answered`) or refused
+    (:meth:`refused`: a refusal of that request alone, :func:`refused_one_request`; any
+    other error is not noted here and is the caller's to raise). At the end of the pass,
+    :meth:`outage` says whether every one was refused.
+
+    Attributes:
+        answers: requests about an execution Temporal answered in the pass.
+        refusals: each execution Temporal refused a request about → the status.
+    """
+
+    answers: int = 0
+    refusals: dict[str, str] = field(default_factory=dict)
+
+    def answered(self) -> None:
+        """Temporal answered a request about one execution."""
+        self.answers += 1
+
+    def refused(self, workflow_id: str, err: BaseException) -> bool:
+        """Whether ``err`` is about the request on the execution ``workflow_id`` alone
+        (:func:`refused_one_request`), noted: Temporal's own "not found" of the execution
+        as an answer (it positively said something: a run gone between a list and a read),
+        any other such status as a refusal. False — nothing noted — for any other error."""
+        if not isinstance(err, RPCError) or not refused_one_request(err):
+            return False
+        if execution_not_found(err):
+            self.answered()
+        else:
+            self.refusals[workflow_id] = status_name(err)
+        return True
+
+    def outage(self) -> EveryRequestRefused | None:
+        """:class:`EveryRequestRefused` when no request of the pass was answered and at least
+        :data:`REFUSED_EXECUTIONS_OF_AN_OUTAGE` executions were refused; None while any
+        request was answered (a refusal among answers is its execution's alone)."""
+        if self.answers == 0 and len(self.refusals) >= REFUSED_EXECUTIONS_OF_AN_OUTAGE:
+            return EveryRequestRefused(self.refusals)
+        return None

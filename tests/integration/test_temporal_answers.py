@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from google.protobuf.any_pb2 import Any as AnyDetail
 from nexusrpc import HandlerError
+from prometheus_client import REGISTRY
 from temporalio.activity import ActivityCancellationDetails
 from temporalio.api.common.v1 import GrpcStatus
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, NotFoundFailure
@@ -37,7 +38,8 @@ from activities.follow import FollowActivity
 from curaflow.domain.messages import FollowJob
 from curaflow.jobs.nexus import StartJob
 from curaflow.ledger.db import DB_NOW_MS
-from curaflow.ledger.reconciler import tick
+from curaflow.ledger.reconciler import run_forever, tick
+from curaflow.observability.supervision import SupervisionPolicy, Supervisor
 from curaflow.temporal.answers import execution_not_found, temporal_outage
 from curaflow.temporal.connection import connect, connect_configured
 from tests.conftest import StackFactory
@@ -335,3 +337,76 @@ async def test_one_jobs_describe_temporal_refuses_costs_that_job_not_the_others_
             await tick(pool, None, client, task_queue=stack.task_queue)
     finally:
         undo()
+
+
+async def test_a_tick_whose_every_describe_temporal_refused_is_its_outage_paged_and_backed_off(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A proxy before Temporal (or a frontend failing on every read of the shard) answers
+    ``INTERNAL`` to every ``DescribeWorkflowExecution`` and passes the lists: each refusal
+    alone reads as one job's (:func:`curaflow.temporal.answers.refused_one_request`), and
+    every job was skipped on every tick, the loop healthy, nothing counted — only
+    ``CuraflowJobsStuck`` paged, once the jobs' deadlines had long passed. A tick in which
+    every request about an execution (at least two executions) was refused, none answered, is
+    Temporal's outage for the reconciler: the tick fails (the supervisor counts it in
+    ``curaflow_background_errors_total{loop="reconciler"}`` and backs off), the process records
+    ``curaflow_temporal_unavailable_last_seconds{where="reconciler"}`` (``CuraflowTemporalUnavailable``)
+    and nothing is inferred for any job."""
+    stack = make_stack(config(tmp_path))
+    pool = await stack.ledger()
+    jobs = [await stack.admit(stack.task(target_id="demo")) for _ in range(3)]
+    await pool.execute(f"UPDATE jobs SET deadline_at = {DB_NOW_MS} - 60000 WHERE job_id = ANY($1::text[])", jobs)
+    client = await connect_configured(stack.settings.temporal)
+    asked: list[Any] = []
+    undo = refuse(
+        client.workflow_service,
+        "describe_workflow_execution",
+        rpc_error(RPCStatusCode.INTERNAL, "upstream connect error or disconnect/reset before headers"),
+        asked,
+    )
+    try:
+        with pytest.raises(Exception) as failed:
+            await tick(pool, None, client, task_queue=stack.task_queue)
+        assert temporal_outage(failed.value), repr(failed.value)
+        assert {req.execution.workflow_id for req in asked} >= set(jobs)
+        assert (
+            await pool.fetchval(
+                "SELECT count(*) FROM jobs WHERE job_id = ANY($1::text[]) AND completed_at IS NULL", jobs
+            )
+            == 3
+        )
+
+        def sample(name: str, labels: dict[str, str]) -> float:
+            return REGISTRY.get_sample_value(name, labels) or 0.0
+
+        errors_before = sample("curaflow_background_errors_total", {"loop": "reconciler"})
+        stop = asyncio.Event()
+        supervisor = Supervisor(stop, SupervisionPolicy(initial_backoff_s=0.05, max_backoff_s=0.2, fatal_after_s=3600))
+        loop = asyncio.create_task(
+            run_forever(pool, None, 0.05, stop, client, supervisor=supervisor, task_queue=stack.task_queue)
+        )
+        try:
+            state = await eventually(
+                lambda: (s := supervisor.loops.get("reconciler")) is not None and s.failures >= 2 and s,
+                timeout_s=30,
+                what="the reconciler's ticks failing",
+            )
+        finally:
+            stop.set()
+            await loop
+        assert state.last_error is not None and "refused" in state.last_error, state.last_error
+        assert sample("curaflow_background_errors_total", {"loop": "reconciler"}) >= errors_before + 2
+        assert sample("curaflow_temporal_unavailable_last_seconds", {"where": "reconciler"}) > 0
+    finally:
+        undo()
+    # Temporal answering again: one job's refusal among answered ones is that job's alone
+    real = client.workflow_service.describe_workflow_execution
+
+    async def describe(req: Any, **kwargs: Any) -> Any:
+        if req.execution.workflow_id == jobs[0]:
+            raise rpc_error(RPCStatusCode.INTERNAL, "unable to read the execution's mutable state")
+        return await real(req, **kwargs)
+
+    client.workflow_service.describe_workflow_execution = describe  # type: ignore[method-assign]
+    report = await tick(pool, None, client, task_queue=stack.task_queue)
+    assert set(report.deadline) == set(jobs[1:]), report

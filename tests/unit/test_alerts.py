@@ -206,6 +206,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning"},
         "silent_at": "2m",
     },
+    # The reconciler failing on Temporal every minute from 3 min on (a proxy answering INTERNAL
+    # to every describe: each tick refused every request about a job's execution).
+    "CuraflowTemporalUnavailable": {
+        "series": [
+            ('curaflow_temporal_unavailable_last_seconds{where="reconciler",instance="api"}', "_x3 180+60x15"),
+            ('curaflow_temporal_unavailable_last_seconds{where="reconciler",instance="w1"}', "-86400x19"),
+        ],
+        "at": "9m",
+        "labels": {"severity": "page", "where": "reconciler"},
+        "silent_at": "7m",
+    },
     # A worker whose loop cannot recover (it exits 3 every 5 minutes or so) and comes back:
     # its start time changes at 5m, 12m and 19m (one scrape missed at each exit).
     "CuraflowProcessRestarting": {
@@ -361,6 +372,10 @@ def counter_cases() -> list[dict[str, Any]]:
     return cases
 
 
+#: The reconciler's Temporal outage, as the API's process exports it (its last failure's time).
+TEMPORAL_DOWN = 'curaflow_temporal_unavailable_last_seconds{where="reconciler",instance="api"}'
+TEMPORAL_PAGE = {"severity": "page", "where": "reconciler"}
+
 #: The gauge alerts under one missed scrape: it neither pages nor delays a page.
 GAUGE_CASES: list[dict[str, Any]] = [
     {
@@ -407,6 +422,12 @@ GAUGE_CASES: list[dict[str, Any]] = [
         "alert": "CuraflowLedgerUnavailable",
         "series": [('curaflow_ledger_unavailable_last_seconds{where="api",instance="api"}', "_x3 180x10 stale 180x20")],
         "expect": [(f"{t}m", None) for t in (5, 8, 10, 13, 14, 20, 30)],
+    },
+    {
+        "name": "CuraflowTemporalUnavailable: a missed scrape inside its for",
+        "alert": "CuraflowTemporalUnavailable",
+        "series": [(TEMPORAL_DOWN, "_x3 180+60x4 stale 480+60x15")],
+        "expect": [("7m", None), ("8m", TEMPORAL_PAGE), ("9m", TEMPORAL_PAGE), ("15m", TEMPORAL_PAGE)],
     },
     {
         "name": "CuraflowLedgerGaugesStale: a missed scrape inside its for",
@@ -696,6 +717,33 @@ RESTART_CASES: list[dict[str, Any]] = [
             ("17m", {"severity": "warning", "instance": "api"}),
             ("30m", {"severity": "warning", "instance": "api"}),
         ],
+    },
+]
+
+
+#: The reconciler failing on Temporal (``curaflow_temporal_unavailable_last_seconds``: each
+#: failed tick's time, one a minute in these series): it pages once its ticks have failed
+#: within every 3 minutes for 5, through the exits and restarts the failure causes; a blip
+#: (Temporal restarting) never pages.
+TEMPORAL_CASES: list[dict[str, Any]] = [
+    {  # Temporal restarting: the reconciler's ticks fail for a minute, then it answers again
+        "name": "CuraflowTemporalUnavailable: a blip of Temporal never pages",
+        "alert": "CuraflowTemporalUnavailable",
+        "series": [(TEMPORAL_DOWN, "_x3 180 240x30")],
+        "expect": [(f"{t}m", None) for t in (3, 5, 7, 8, 10, 20)],
+    },
+    {  # every tick fails for as long as the proxy refuses: the process exits 3 every
+        # supervision.fatal_after_ms and its restart, serving again at once, fails the same way
+        "name": "CuraflowTemporalUnavailable: through the process's exits and restarts",
+        "alert": "CuraflowTemporalUnavailable",
+        "series": [(TEMPORAL_DOWN, restarting([str(60 * m) for m in range(48)]))],
+        "expect": [("4m", None), *((f"{t}m", TEMPORAL_PAGE) for t in range(5, 48))],
+    },
+    {  # Temporal answers again (the last failure at 13m): the page clears
+        "name": "CuraflowTemporalUnavailable: Temporal answers again",
+        "alert": "CuraflowTemporalUnavailable",
+        "series": [(TEMPORAL_DOWN, "_x3 180+60x10 780x20")],
+        "expect": [("12m", TEMPORAL_PAGE), ("15m", TEMPORAL_PAGE), ("16m", None), ("30m", None)],
     },
 ]
 
@@ -1119,6 +1167,17 @@ def test_a_process_that_restarts_again_and_again_pages_and_one_restart_does_not(
     Three restarts of one process within an hour warn; a deploy, a restart after an outage,
     missed scrapes and another program's restarts do not."""
     done = promtool_cases(tmp_path, RESTART_CASES)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_a_reconciler_failing_on_temporal_pages_within_minutes_and_a_blip_does_not(tmp_path: Path) -> None:
+    """A reconciler whose every tick fails on Temporal (an outage status, or every request about
+    a job's execution refused: a proxy answering ``INTERNAL`` to each describe) converges no
+    job; until 2026-12-07 only ``CuraflowJobsStuck`` paged, past the jobs' deadlines. Now
+    ``CuraflowTemporalUnavailable`` pages 5 minutes in, through the exits and restarts the
+    failure causes, and clears when Temporal answers again; Temporal restarting does not page."""
+    done = promtool_cases(tmp_path, TEMPORAL_CASES)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

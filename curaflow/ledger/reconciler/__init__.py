@@ -84,7 +84,12 @@ Temporal refuses for that request alone (:func:`curaflow.temporal.answers.refuse
 an ``INTERNAL`` of an execution it cannot read, a ``FAILED_PRECONDITION``) leaves that job
 as it is for the tick, logged ``reconciler.temporal_refused``, and the other jobs go on;
 an outage, a refusal of this process's access or of the namespace fails the tick (the
-supervised loop retries it).
+supervised loop retries it). A refusal is one job's only among answers: a tick in which
+Temporal refused every request about a job's execution — at least two jobs, none answered
+(a proxy answering ``INTERNAL`` to every describe while it passes the lists) — is its
+outage (:class:`curaflow.temporal.answers.Refusals`, 2026-12-07): the tick fails once its
+other work is done, and, as on any outage, the loop sets
+``curaflow_temporal_unavailable_last_seconds{where="reconciler"}`` (``CuraflowTemporalUnavailable``).
 
 The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
 in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs

@@ -40,7 +40,7 @@ from curaflow.ledger.reconciler.executions import (
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
-from curaflow.temporal.answers import refused_one_request, status_name
+from curaflow.temporal.answers import Refusals, status_name, temporal_outage
 from curaflow.temporal.job_runs import JobIdHeld
 
 LOCK_KEY = 0x63757261726563  # "curarec"
@@ -135,12 +135,20 @@ async def tick(
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick
             (a Temporal refusal of one job's request alone is not raised: that job is left
             for the tick, :func:`_asked`).
+        curaflow.temporal.answers.EveryRequestRefused: Temporal refused every request of
+            the tick about a job's execution, at least two jobs' and none answered — its
+            outage (or its proxy's), raised once the tick's other work is done
+            (:class:`curaflow.temporal.answers.Refusals`).
     """
     report = TickReport()
     async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return report
-        await _tick(conn, pool, start, client, limit, report, caps, task_queue, foreign_queue_wait_ms)
+        refusals = Refusals()
+        await _tick(conn, pool, start, client, limit, report, refusals, caps, task_queue, foreign_queue_wait_ms)
+    outage = refusals.outage()
+    if outage is not None:
+        raise outage
     return report
 
 
@@ -151,6 +159,7 @@ async def _tick(
     client: Client | None,
     limit: int,
     report: TickReport,
+    refusals: Refusals,
     caps: HoldCaps | None = None,
     task_queue: str | None = None,
     foreign_queue_wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
@@ -180,7 +189,9 @@ async def _tick(
 
     seen: set[str] = set()
     if client is not None and start is not None and task_queue is not None:
-        await _foreign_queue_runs(conn, client, start, task_queue, now, limit, report, seen, foreign_queue_wait_ms)
+        await _foreign_queue_runs(
+            conn, client, start, task_queue, now, limit, report, seen, refusals, foreign_queue_wait_ms
+        )
     if client is not None:
         # Visibility is asked only about jobs this rule could finish — open jobs no attempt
         # holds a live lease on —: the closed runs listed are only ever matched against
@@ -208,7 +219,7 @@ async def _tick(
                 if closed_at < r["created_at"]:
                     continue  # an earlier run under this id (a refused submission), not the job's
                 # The latest run decides: a job may have been started again under its id.
-                execution = await _asked(r["job_id"], "closed", describe_execution(client, r["job_id"], now))
+                execution = await _asked(refusals, r["job_id"], "closed", describe_execution(client, r["job_id"], now))
                 if execution is None:
                     continue  # Temporal refused this job's describe: next tick asks again
                 if execution.no_verdict(r["created_at"], started=r["started_at"] is not None):
@@ -236,9 +247,9 @@ async def _tick(
                 continue
             seen.add(r["job_id"])
             unserved = converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"], caps=caps)
-            if await _asked(r["job_id"], "cancel", unserved):
+            if await _asked(refusals, r["job_id"], "cancel", unserved):
                 report.cancelled.append(r["job_id"])
-        await _deleted_executions(conn, client, now, limit, report, seen, caps)
+        await _deleted_executions(conn, client, now, limit, report, seen, refusals, caps)
 
     # The budgets are judged on the database's clock (docs/DESIGN.md "Ledger times are the
     # database's clock"): the heartbeats and the start they run from are that clock's.
@@ -281,7 +292,7 @@ async def _tick(
         close_time: int | None = None
         described: Execution | None = None
         if client is not None:
-            described = await _asked(job_id, "budgets", describe_execution(client, job_id, now))
+            described = await _asked(refusals, job_id, "budgets", describe_execution(client, job_id, now))
             if described is None:
                 continue  # Temporal refused this job's describe: nothing is inferred, next tick asks again
             never_held = described.no_verdict(r["created_at"], started=r["started_at"] is not None)
@@ -323,7 +334,7 @@ async def _tick(
             buckets.get(ended, report.closed).append(job_id)
 
 
-async def _asked(job_id: str, asking: str, call: Awaitable[T]) -> T | None:
+async def _asked(refusals: Refusals, job_id: str, asking: str, call: Awaitable[T]) -> T | None:
     """``await call`` — Temporal asked about one job —, or None when Temporal refused that
     one request (:func:`curaflow.temporal.answers.refused_one_request`: an ``INTERNAL`` of an
     execution it cannot read, a ``FAILED_PRECONDITION``, a run gone between a list and a
@@ -332,16 +343,22 @@ async def _asked(job_id: str, asking: str, call: Awaitable[T]) -> T | None:
     other jobs go on. Any other error — an outage, this process's access, the namespace's —
     is raised: the tick fails and the loop retries (2026-12-07: every error did, and one
     execution Temporal refused to describe stopped every job's reconciliation for as long
-    as it lasted; ``tests/integration/test_temporal_answers.py``, failed first)."""
+    as it lasted; ``tests/integration/test_temporal_answers.py``, failed first).
+
+    Each answer and refusal is noted in the tick's ``refusals``
+    (:class:`curaflow.temporal.answers.Refusals`), which reads a tick whose every such
+    request was refused as Temporal's outage (:func:`tick` raises it)."""
     try:
-        return await call
+        answer = await call
     except RPCError as err:
-        if not refused_one_request(err):
+        if not refusals.refused(job_id, err):
             raise
         log.warning(
             "reconciler.temporal_refused", job_id=job_id, asking=asking, status=status_name(err), error=err.message
         )
         return None
+    refusals.answered()
+    return answer
 
 
 async def _open_without_live_attempt(conn: asyncpg.Connection, most: int) -> list[str]:
@@ -358,6 +375,7 @@ async def _deleted_executions(
     limit: int,
     report: TickReport,
     seen: set[str],
+    refusals: Refusals,
     caps: HoldCaps | None,
 ) -> None:
     """Rule 4: a started job whose execution Temporal does not know — an operator deleted
@@ -407,7 +425,7 @@ async def _deleted_executions(
     )
     for rows in (ran, waiting):
         await _deleted_among(
-            conn, client, now, [r["job_id"] for r in rows if r["job_id"] not in seen], report, seen, caps
+            conn, client, now, [r["job_id"] for r in rows if r["job_id"] not in seen], report, seen, refusals, caps
         )
 
 
@@ -418,6 +436,7 @@ async def _deleted_among(
     candidates: list[str],
     report: TickReport,
     seen: set[str],
+    refusals: Refusals,
     caps: HoldCaps | None,
 ) -> None:
     """Rule 4 over one batch of candidates (:func:`_deleted_executions`)."""
@@ -428,7 +447,7 @@ async def _deleted_among(
     for job_id in candidates:
         if job_id in listed:
             continue
-        described = await _asked(job_id, "deleted", describe_execution(client, job_id, now))
+        described = await _asked(refusals, job_id, "deleted", describe_execution(client, job_id, now))
         if described is not None and not described.exists:
             missing.append(job_id)
     if not missing:
@@ -454,6 +473,7 @@ async def _foreign_queue_runs(
     limit: int,
     report: TickReport,
     seen: set[str],
+    refusals: Refusals,
     wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
 ) -> None:
     """A job whose start attached to a run no worker of curaflow will ever run is started
@@ -502,7 +522,7 @@ async def _foreign_queue_runs(
     )
     for job_id in (r["job_id"] for r in rows):
         run = await _asked(
-            job_id, "foreign_queue", unserved_foreign_run(client, job_id, task_queue, now, wait_ms=wait_ms)
+            refusals, job_id, "foreign_queue", unserved_foreign_run(client, job_id, task_queue, now, wait_ms=wait_ms)
         )
         if run is None:
             continue
@@ -568,7 +588,11 @@ async def run_forever(
     Temporal ``RPCError``, a bug — is logged, counted in
     ``curaflow_background_errors_total{loop="reconciler"}`` and followed by a restart with
     backoff (:mod:`curaflow.observability.supervision`); a reconciler that cannot recover fails the
-    process through ``supervisor``.
+    process through ``supervisor``. A tick that failed on Temporal's outage
+    (:func:`curaflow.temporal.answers.temporal_outage`: an outage status, or every request
+    about a job's execution refused) also sets
+    ``curaflow_temporal_unavailable_last_seconds{where="reconciler"}``, which
+    ``CuraflowTemporalUnavailable`` reads.
 
     Args:
         client: the Temporal client, or a callable returning it (None while the process
@@ -582,7 +606,14 @@ async def run_forever(
 
     async def one_tick() -> None:
         current = client() if callable(client) else client
-        await tick(pool, start, current, caps=caps, task_queue=task_queue, foreign_queue_wait_ms=foreign_queue_wait_ms)
+        try:
+            await tick(
+                pool, start, current, caps=caps, task_queue=task_queue, foreign_queue_wait_ms=foreign_queue_wait_ms
+            )
+        except Exception as err:
+            if temporal_outage(err):
+                metrics.record_temporal_unavailable("reconciler")
+            raise
 
     sup = supervisor or Supervisor(stop)
     await sup.run_every("reconciler", interval_s, one_tick)
