@@ -62,6 +62,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning"},
         "silent_at": "8m",
     },
+    # Pushes owed to the consumers' receivers, more than 10 from 3m on: none drained for 30 minutes.
+    "CuraflowCallbackPushesPending": {
+        "series": [
+            ('curaflow_callback_pushes_pending{instance="api"}', "0x3 12+2x40"),
+            ('curaflow_callback_pushes_pending{instance="w1"}', "0x3 12+2x40"),
+        ],
+        "at": "34m",
+        "labels": {"severity": "warning"},
+        "silent_at": "32m",
+    },
     "CuraflowSourceAccessRefused": {
         "series": [
             ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="w1"}', "_x3 180x10"),
@@ -398,6 +408,24 @@ GAUGE_CASES: list[dict[str, Any]] = [
         "alert": "CuraflowCallbackDeadLetters",
         "series": [('curaflow_callback_dead_letters{instance="api"}', "10x9 5x10 6x40")],
         "expect": [("15m", None), ("21m", {"severity": "warning"}), ("52m", None)],
+    },
+    {
+        "name": "CuraflowCallbackPushesPending: a missed scrape inside its for",
+        "alert": "CuraflowCallbackPushesPending",
+        "series": [('curaflow_callback_pushes_pending{instance="api"}', "0x3 12+2x20 stale 54+2x20")],
+        "expect": [("33m", None), ("34m", {"severity": "warning"})],
+    },
+    {  # a burst of jobs ending at once: hundreds owed for minutes, pushed, then the usual few
+        "name": "CuraflowCallbackPushesPending: a burst that drains never pages",
+        "alert": "CuraflowCallbackPushesPending",
+        "series": [('curaflow_callback_pushes_pending{instance="api"}', "0x3 500-40x12 3x40")],
+        "expect": [(f"{t}m", None) for t in (5, 15, 30, 40, 55)],
+    },
+    {  # the receivers (or the push queue's workers) back at 40m: the pushes owed are sent
+        "name": "CuraflowCallbackPushesPending: the pushes are sent again",
+        "alert": "CuraflowCallbackPushesPending",
+        "series": [('curaflow_callback_pushes_pending{instance="api"}', "0x3 40x37 0x20")],
+        "expect": [("34m", {"severity": "warning"}), ("40m", {"severity": "warning"}), ("42m", None)],
     },
     {
         "name": "CuraflowOldestOpenJob: a missed scrape inside its for",
@@ -1010,6 +1038,7 @@ def test_the_alerts_the_issue_asks_for_exist() -> None:
     assert "curaflow_jobs_failed_last_seconds" in by_metric  # failed outcomes, from the ledger
     assert "curaflow_jobs_stuck" in by_metric  # stuck jobs
     assert "curaflow_callback_dead_letters" in by_metric  # dead letters
+    assert "curaflow_callback_pushes_pending" in by_metric  # pushes owed to the consumers piling up
     assert "curaflow_oldest_open_job_age_seconds" in by_metric  # oldest open job
     refused = next(r for r in rules() if r["alert"] == "CuraflowSourceAccessRefused")
     assert "auth_failed" in refused["expr"] and "account_restricted" in refused["expr"]  # restricted / auth
