@@ -1217,6 +1217,64 @@ def test_the_gauge_alerts_ride_out_a_missed_scrape(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def per_minute(values: str) -> list[str]:
+    """A promtool series' values, one per minute (its expanding notation: ``a+bxn`` is n + 1
+    values, ``axn`` n + 1, ``_xn`` n missing samples)."""
+    out: list[str] = []
+    for token in values.split():
+        if missing := re.fullmatch(r"_x(\d+)", token):
+            out += ["_"] * int(missing.group(1))
+        elif steps := re.fullmatch(r"(-?[\d.]+)([+-][\d.]+)x(\d+)", token):
+            start, step, n = float(steps.group(1)), float(steps.group(2)), int(steps.group(3))
+            out += [repr(start + step * i) for i in range(n + 1)]
+        elif same := re.fullmatch(r"(-?[\d.]+|stale)x(\d+)", token):
+            out += [same.group(1)] * (int(same.group(2)) + 1)
+        else:
+            assert re.fullmatch(r"-?[\d.]+|_|stale", token), token
+            out.append(token)
+    return out
+
+
+def test_per_minute_reads_promtools_notation() -> None:
+    assert per_minute("0x2 12+2x2 _x2 stale 900-60x1 5") == [
+        *("0", "0", "0", "12.0", "14.0", "16.0", "_", "_", "stale", "900.0", "840.0", "5")
+    ]
+
+
+def missed_scrape_cases() -> list[dict[str, Any]]:
+    """Every alert's scenario (:data:`SCENARIOS`) with one scrape of every series missed — at
+    the minute it fires, the minute before, or the minute it is silent: Prometheus marks a
+    failed scrape's series stale at once. The alert fires at the same minute all the same, and
+    stays silent where it was: one missed scrape neither pages, delays a page nor resolves one
+    (the rule of the gauge alerts' ``last_over_time``, the counter alerts' ``increase``, the
+    absences' ``for``). A new alert meets this with its scenario, whatever its expression."""
+    cases: list[dict[str, Any]] = []
+    for alert, scenario in SCENARIOS.items():
+        at, silent = (int(scenario[key].removesuffix("m")) for key in ("at", "silent_at"))
+        for missed, expect in ((at, scenario["labels"]), (at - 1, scenario["labels"]), (silent, None)):
+            series = []
+            for name, values in scenario["series"]:
+                minutes = per_minute(values)
+                if missed < len(minutes) and minutes[missed] != "_":
+                    minutes[missed] = "stale"
+                series.append((name, " ".join(minutes)))
+            cases.append(
+                {
+                    "name": f"{alert}: the scrape of minute {missed} missed",
+                    "alert": alert,
+                    "series": series,
+                    "expect": [(f"{at if expect else silent}m", expect)],
+                }
+            )
+    return cases
+
+
+@needs_promtool
+def test_no_alert_pages_on_one_missed_scrape_nor_loses_its_page(tmp_path: Path) -> None:
+    done = promtool_cases(tmp_path, missed_scrape_cases())
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr
+
+
 @needs_promtool
 def test_the_cooldown_alert_pages_on_a_rate_limit_that_holds_the_account(tmp_path: Path) -> None:
     """The gauge counts a cooldown down (60 s a minute) and the ladder caps one at 15 min: an
