@@ -22,7 +22,9 @@ only when the receiver says the work is the problem):
 
 =====================  =======================================================
 2xx                     delivered when it says no word (no body, a body not
-                        labelled JSON or not JSON, no ``status``, ``null``) or
+                        labelled JSON — whole or not: cut, undecodable,
+                        endless, :func:`labelled_json` — or not JSON, no
+                        ``status``, ``null``) or
                         one saying it has it (:data:`ACCEPTED_WORDS`:
                         ``accepted``, ``ok``, ``success`` …, or a 2xx echoed,
                         ``200``); a duplicate for ``duplicate`` /
@@ -73,6 +75,9 @@ a status other than     that status: the body plays no part in it
 2xx whose body broke    (:func:`~curaflow.routes.base.refusal_answered`)
 (cut, undecodable,
 endless)
+a 2xx labelled JSON     one attempt, *ambiguous* (its word unread): retried
+whose body broke        with the same ``webhook-id``; one not labelled JSON is
+                        a delivery (no word, above; 2026-12-07)
 =====================  =======================================================
 """
 
@@ -96,7 +101,15 @@ from standardwebhooks.webhooks import Webhook
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import (
+    ROUTE_ANSWER_KEEP_BYTES,
+    Destinations,
+    Limits,
+    Outbound,
+    answer_head,
+    as_outbound,
+    configured,
+)
 from curaflow.routes.base import (
     SEND_AGAIN_STATUSES,
     DeliveryReceipt,
@@ -231,6 +244,17 @@ def status_word(value: object) -> str | None:
     # nested as deep as the parser went): a word never seen all the same.
     kind = "number" if isinstance(value, int | float) else "array" if isinstance(value, list) else "object"
     return f"<a JSON {kind}>"
+
+
+def labelled_json(headers: httpx.Headers) -> bool:
+    """Whether an answer's body is labelled JSON — the only body in which a receiver's 2xx
+    says a word (:meth:`WebhookRoute._business_status`); any other 2xx body, or none, says
+    none: a delivery, whatever it holds or however it ends (a body cut, in a coding curaflow
+    does not decode, trickled past the time limit: its status line is the whole answer,
+    2026-12-07). A media type is case-insensitive (RFC 9110 §8.3.1): ``Application/JSON``
+    is JSON (until 2026-12-06 only a lowercase label was read, and a 2xx labelled
+    ``Application/JSON`` saying "pending", "failed" or "rejected" was a delivery)."""
+    return "json" in headers.get("content-type", "").lower()
 
 
 def accepted(word: str) -> bool:
@@ -443,6 +467,15 @@ class WebhookRoute:
             # written: :class:`~curaflow.outbound.RequestNotWhole`).
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook: {type(err).__name__}; not sent") from err
         except httpx.HTTPError as err:
+            head = answer_head(err)
+            if head is not None and 200 <= head.status_code < 300 and not labelled_json(head.headers):
+                # An acceptance whose body is not labelled JSON says no word (the receiver
+                # contract, `_business_status`): its status line is the whole answer, a
+                # delivery, whatever the body then did. Until 2026-12-07 a body cut, in a
+                # coding curaflow does not decode or trickled past the time limit made it an
+                # unknown outcome — retried, answered alike, and once the attempts ran out
+                # the work held on the route for good, counted toward its pause.
+                return DeliveryReceipt(remote_status=str(head.status_code))
             refused = refusal_answered(err)  # a refusal whose body broke: its status is the answer
             if refused is None:
                 what = "timeout" if isinstance(err, httpx.TimeoutException) else "transport"
@@ -520,10 +553,7 @@ class WebhookRoute:
 
     @staticmethod
     def _business_status(response: httpx.Response) -> tuple[str | None, str | None]:
-        # A media type is case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON.
-        # Until 2026-12-06 only a lowercase label was read, and a 2xx labelled
-        # `Application/JSON` saying "pending", "failed" or "rejected" was a delivery.
-        if "json" not in response.headers.get("content-type", "").lower():
+        if not labelled_json(response.headers):
             return None, None
         try:
             data = response.json()

@@ -70,16 +70,26 @@ TG_REFUSAL = json.dumps({"ok": False, "error_code": 400, "description": "Bad Req
 DC_REFUSAL = b'{"message": "Unknown Webhook", "code": 10015}'
 
 
-def broken(how: str, status: int, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> Behaviour:
-    """An answer of ``status`` whose body breaks ``how``."""
+def broken(
+    how: str,
+    status: int,
+    body: bytes,
+    headers: tuple[tuple[str, str], ...] = (),
+    content_type: str = "application/json",
+) -> Behaviour:
+    """An answer of ``status`` whose body breaks ``how``, labelled ``content_type``."""
     if how == "cut":  # closed before its Content-Length
-        return Behaviour("cut_body", status=status, body=body, headers=headers)
+        return Behaviour("cut_body", status=status, body=body, headers=headers, content_type=content_type)
     if how == "encoding":  # a Content-Encoding its bytes are not
-        return Behaviour(status=status, body=body, headers=(("content-encoding", "gzip"), *headers))
+        coded = (("content-encoding", "gzip"), *headers)
+        return Behaviour(status=status, body=body, headers=coded, content_type=content_type)
     if how == "unknown_encoding":  # a Content-Encoding curaflow does not decode (curaflow.outbound.decoding)
-        return Behaviour(status=status, body=body, headers=(("content-encoding", "br"), *headers))
+        coded = (("content-encoding", "br"), *headers)
+        return Behaviour(status=status, body=body, headers=coded, content_type=content_type)
     assert how == "endless"  # trickled past the route's own time limit
-    return Behaviour("trickle_body", status=status, body=b" ", chunk=1, interval_s=0.05, headers=headers)
+    return Behaviour(
+        "trickle_body", status=status, body=b" ", chunk=1, interval_s=0.05, headers=headers, content_type=content_type
+    )
 
 
 async def failure(route_of: Callable[[HostileParty], Any], party: HostileParty, tmp_path: Path) -> RouteError:
@@ -136,6 +146,24 @@ async def test_an_acceptance_whose_body_breaks_may_have_posted(
     party.default = broken(how, 200, b'{"ok": true, "result": {"message_id": 5}, "id": "5"}')
     err = await failure(route_of, party, tmp_path)
     assert err.ambiguous, str(err)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("label", ["text/plain", "text/html; charset=utf-8", ""], ids=["text", "html", "unlabelled"])
+@pytest.mark.parametrize("status", [200, 202])
+async def test_a_webhook_acceptance_whose_body_says_no_word_is_a_delivery_though_it_breaks(
+    party: HostileParty, tmp_path: Path, how: str, label: str, status: int
+) -> None:
+    """A webhook receiver's 2xx whose body is not labelled JSON says no word (the receiver
+    contract: such a body plays no part, :meth:`WebhookRoute._business_status`): its status
+    line is the whole answer, a delivery, whatever its body then does. Until 2026-12-07 the
+    body's breaking (cut, a coding it is not or curaflow does not decode, trickled past the
+    time limit) made it an unknown outcome: retried under the same ``webhook-id``, answered
+    alike, and once the attempts ran out the intent ``unknown`` — the work held on the route
+    for good and counted toward its pause, though the receiver said 2xx every time."""
+    party.default = broken(how, status, b"OK, received", content_type=label)
+    receipt = await webhook(party).deliver(request_of(tmp_path))
+    assert not receipt.duplicate and receipt.remote_status == str(status)
 
 
 @pytest.mark.parametrize("how", HOW)
