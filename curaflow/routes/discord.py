@@ -178,8 +178,10 @@ WORK_CODES = frozenset({20009, 50045, 200000, 200001, 240000})
 #: content code under any 4xx refused the work for good).
 WORK_STATUSES = frozenset({400, 403, 413})
 #: Fields of a ``50035`` Invalid Form Body that are the work's (built from its title and
-#: pages); an error on any other field (``username``, ``thread_id`` …) is the route's.
-WORK_FIELDS = re.compile(r"^(content|attachments|files\[\d+\]|file\d*|embeds)(\.|$)")
+#: pages); an error on any other field (``username``, ``thread_id`` …) is the route's, and
+#: so is one on a field curaflow never sends — ``embeds`` (no embed is built: an answer
+#: curaflow should never meet, in this list until 2026-12-07, the work refused for good).
+WORK_FIELDS = re.compile(r"^(content|attachments|files\[\d+\]|file\d*)(\.|$)")
 #: Discord's code for an invalid form body.
 INVALID_FORM_BODY = 50035
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)

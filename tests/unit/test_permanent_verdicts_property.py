@@ -509,7 +509,7 @@ def dc_recognised_work_refusal(status: int, data: Any) -> bool:
 
     named = fields(data.get("errors"))
     tops = {name.split(".")[0] for name in named or []}
-    return bool(named) and all(t in {"content", "attachments", "embeds"} or t.startswith("file") for t in tops)
+    return bool(named) and all(t in {"content", "attachments"} or t.startswith("file") for t in tops)
 
 
 @EXAMPLES

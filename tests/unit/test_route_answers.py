@@ -314,6 +314,24 @@ def dc_answer(status: int, body: Any = None, *, text: str | None = None, **heade
             },
         ),
         (400, {"code": 50035, "message": "Invalid Form Body", "errors": {"thread_id": {"_errors": []}}}),
+        # A field curaflow never sends (no embed is built): an answer it should never
+        # meet, the route's — until 2026-12-07 `embeds` refused the work for good.
+        (
+            400,
+            {
+                "code": 50035,
+                "message": "Invalid Form Body",
+                "errors": {"embeds": {"0": {"description": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}}}},
+            },
+        ),
+        (
+            400,
+            {
+                "code": 50035,
+                "message": "Invalid Form Body",
+                "errors": {"content": {"_errors": []}, "embeds": {"_errors": []}},
+            },
+        ),
         (400, {"code": 220001, "message": "Webhooks posted to forum channels must have a thread_name or thread_id"}),
         (400, {"code": 10003, "message": "Unknown Channel"}),
         (400, {"message": "something new"}),
