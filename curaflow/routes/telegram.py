@@ -6,7 +6,8 @@ Referer):
 * one image within the photo limits (≤ 10 MiB, width + height ≤ 10000, aspect ratio
   ≤ 20) → ``sendPhoto``; otherwise → ``sendDocument`` (≤ 50 MiB, else the work is
   ``over_route_limit``: curaflow's limit, nothing sent). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
-  …) is sent again as a document in the same attempt (a 400 means nothing was posted);
+  …, or "too big for a photo": :func:`photo_refused`) is sent again as a document in the same attempt (a 400
+  means nothing was posted);
 * an animation (an ugoira, one animated GIF with frame delays) → ``sendAnimation``
   (Telegram shows it playing; ≤ 50 MiB like a document);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
@@ -225,6 +226,26 @@ PHOTO_REFUSED = frozenset(
         "wrong file identifier/http url specified",
     }
 )
+#: TDLib's words for a page over Telegram's photo limit, as the Bot API quotes them
+#: (td ``check_full_local_location``: "file of size N bytes is too big for a photo; the
+#: maximum size is M bytes", and before it "File \"<path>\" of size N bytes is too big for a
+#: photo"; lowercased, whole, as :func:`stated_phrase` reads a description): the page cannot
+#: be a *photo* — never that it cannot be sent —, so it goes again as a document, as
+#: :data:`PHOTO_REFUSED` does (:func:`photo_refused`). Until 2026-12-07 they were the
+#: route's refusal: the work held back and sent as a photo again after each hold, for ever,
+#: three works so pausing the route, though a document would have gone.
+PHOTO_TOO_BIG = re.compile(
+    r'file (?:"[^"]*" )?of size \d+ bytes is too big for a photo(?:; the maximum size is \d+ bytes)?'
+)
+
+
+def photo_refused(phrase: str) -> bool:
+    """Whether ``phrase`` (a description as :func:`stated_phrase` reads it) says a page
+    cannot be a photo and may go as a document: one of :data:`PHOTO_REFUSED`, or TDLib's
+    photo size limit (:data:`PHOTO_TOO_BIG`)."""
+    return phrase in PHOTO_REFUSED or PHOTO_TOO_BIG.fullmatch(phrase) is not None
+
+
 #: 400 phrases that blame the work's file itself — the only answers that do (any other
 #: refusal is the route's, :func:`classify`): a page Telegram cannot process as an image
 #: (Bot API ``PHOTO_INVALID_DIMENSIONS``, ``IMAGE_PROCESS_FAILED`` …: reference
@@ -381,7 +402,7 @@ def classify(
         # Telegram did not post it; a stated Retry-After is waited (until 2026-12-07 it was
         # not: the next attempt came on Temporal's backoff, while a webhook's was honoured).
         return RouteError(TerminalReason.TELEGRAM_FAILED, text, retry_after_s=parse_retry_after(retry_after))
-    if recognised and photo and code == 400 and phrase in PHOTO_REFUSED:
+    if recognised and photo and code == 400 and photo_refused(phrase):
         return None
     if recognised and code == 400 and phrase in WORK_REFUSALS:
         return RouteError(

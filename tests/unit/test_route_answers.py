@@ -265,6 +265,48 @@ async def test_a_telegram_photo_refusal_is_sent_again_as_a_document(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
+    ("description", "pages"),
+    [
+        ("Bad Request: file of size 10485761 bytes is too big for a photo; the maximum size is 10485760 bytes", 1),
+        (
+            'Bad Request: File "/var/lib/telegram-bot-api/1:x/photos/file_7.jpg" of size 14598977 bytes is too big '
+            "for a photo",
+            1,
+        ),
+        (
+            'Bad Request: failed to send message #2 with the error message "file of size 12000000 bytes is too big '
+            'for a photo; the maximum size is 10485760 bytes"',
+            3,
+        ),
+    ],
+    ids=["photo", "photo-with-path", "album"],
+)
+async def test_a_photo_telegram_finds_too_big_for_a_photo_is_sent_again_as_a_document(
+    tmp_path: Path, description: str, pages: int
+) -> None:
+    """TDLib's own words for a page over its photo limit (``check_full_local_location``: "file
+    of size N bytes is too big for a photo; the maximum size is M bytes") say the page
+    cannot be a *photo* — as ``PHOTO_INVALID_DIMENSIONS`` does —, never that it cannot be
+    sent: the route sends it again as a document in the same attempt. Until 2026-12-07 they
+    were an answer of the route's (``route_refused``: the work held back and sent as a photo
+    again after its hold, for ever; three works so paused the route), though a document
+    would have gone."""
+    seen: list[str] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path.rsplit("/", 1)[-1])
+        if len(seen) == 1:
+            return httpx.Response(400, json={"ok": False, "error_code": 400, "description": description})
+        result: Any = [{"message_id": 7 + i} for i in range(pages)] if pages > 1 else {"message_id": 7}
+        return httpx.Response(200, json={"ok": True, "result": result})
+
+    receipt = await deliver(telegram, answer, tmp_path, pages=pages)
+    method = "sendPhoto" if pages == 1 else "sendMediaGroup"
+    again = "sendDocument" if pages == 1 else "sendMediaGroup"
+    assert seen == [method, again] and receipt.remote_id == "7", seen
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         tg_answer(429, "Too Many Requests"),
