@@ -151,6 +151,16 @@ UNAVAILABLE_SQLSTATES: frozenset[str] = frozenset({"25P03", "25P04", "25006", "5
 #: Codes of those classes that are a refused statement, never an outage: a deferred
 #: constraint refused at commit (40002).
 NOT_AN_OUTAGE_SQLSTATES: frozenset[str] = frozenset({"40002"})
+#: asyncpg's own readings of a PostgreSQL error that mean the same, whatever the SQLSTATE's
+#: class says: ``InvalidCachedStatementError`` — PostgreSQL refused a statement the
+#: connection had prepared before a schema change (``cached plan must not change result
+#: type``, 0A000 feature not supported, the class of a bug): a migration of a new release
+#: added a column while this process runs (a rolling upgrade). asyncpg drops the statement
+#: from its cache and prepares it again on the next call, which succeeds; it retries by
+#: itself only outside a transaction, and every ledger write runs in one. Until 2026-12-07
+#: a bug's 500 (``tests/integration/test_ledger_sqlstates.py``), where asyncpg's
+#: ``OutdatedSchemaCacheError`` — the same change seen by a type's codec — was an outage.
+UNAVAILABLE_POSTGRES_ERRORS: tuple[type[Exception], ...] = (asyncpg.exceptions.InvalidCachedStatementError,)
 #: Client-side: sockets and bounded waits (``OSError``, which ``TimeoutError`` and
 #: ``ConnectionError`` are), a connection or pool closed under the call
 #: (``InterfaceError``), the connection's protocol state broken by the server going away
@@ -212,6 +222,8 @@ def unavailable_sqlstate(code: object) -> bool:
 def _unavailable_one(err: BaseException) -> bool:
     if isinstance(err, NOT_AN_OUTAGE) or refused_arguments(err):
         return False
+    if isinstance(err, UNAVAILABLE_POSTGRES_ERRORS):
+        return True
     if isinstance(err, asyncpg.PostgresError):
         # Each asyncpg class carries its code; an UnknownPostgresError carries the server's.
         return unavailable_sqlstate(getattr(err, "sqlstate", None))
@@ -222,16 +234,17 @@ def is_unavailable(err: BaseException) -> bool:
     """Whether ``err`` means the ledger could not serve a call now (PostgreSQL unreachable,
     hung, restarting, failing over, out of connections or resources; the connection broke
     mid-call; the transaction rolled back by a serialization failure or a deadlock; a lock
-    timeout).
+    timeout; a statement a migration changed under the connection's cache).
 
     The one classification of asyncpg's, the socket's and the bounded waits' errors: the
     API answers such an error 503 ``ledger_unavailable`` with ``Retry-After``
     (:func:`curaflow.api.errors.internal_error_response`); anything else (a constraint, a
     syntax error, a bug) is a 500. An error raised ``from`` such an error (its
     ``__cause__``) counts as it. A PostgreSQL error is judged by its SQLSTATE
-    (:func:`unavailable_sqlstate`), whether asyncpg has a class for it or not; the
-    client's own by :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE` and
-    :func:`refused_arguments`.
+    (:func:`unavailable_sqlstate`), whether asyncpg has a class for it or not — but for
+    asyncpg's readings in :data:`UNAVAILABLE_POSTGRES_ERRORS` (a statement a schema change
+    invalidated under the connection's cache); the client's own by
+    :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE` and :func:`refused_arguments`.
 
     A call refused before anything was sent is never an outage, the same call failing
     again for ever: a value asyncpg cannot encode for its parameter (asyncpg 0.32's

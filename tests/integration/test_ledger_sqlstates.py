@@ -115,3 +115,32 @@ async def test_a_refused_statement_or_a_bug_stays_a_500(conn: asyncpg.Connection
 
     assert not is_unavailable(err)
     assert (await _answer(err)).status_code == 500
+
+
+async def test_a_statement_a_migration_changed_under_its_cache_is_the_ledger_being_unavailable(
+    database_url: str, conn: asyncpg.Connection
+) -> None:
+    """A new release's migration adds a column while this process runs (a rolling upgrade):
+    a statement this connection prepared before answers rows of another type now.
+    PostgreSQL refuses it (``cached plan must not change result type``, 0A000); asyncpg
+    drops the statement from its cache and raises ``InvalidCachedStatementError``, which it
+    retries by itself outside a transaction only — inside one (every ledger write) it is
+    the caller's. The same call again succeeds: a 503 to try again, not a bug's 500
+    (until 2026-12-07)."""
+    table = f"plan_probe_{uuid.uuid4().hex[:8]}"
+    await conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY); INSERT INTO {table} VALUES (1)")
+    migrating = await asyncpg.connect(database_url)
+    try:
+        await conn.fetch(f"SELECT * FROM {table}")  # prepared and cached by this connection
+        await migrating.execute(f"ALTER TABLE {table} ADD COLUMN added int")
+        async with conn.transaction():
+            err = await _raised(conn.fetch(f"SELECT * FROM {table}"))
+        assert err.sqlstate == "0A000", err  # type: ignore[attr-defined]
+
+        assert is_unavailable(err)
+        _is_503_ledger_unavailable(await _answer(err))
+        async with conn.transaction():  # the same call again: answered
+            assert [dict(r) for r in await conn.fetch(f"SELECT * FROM {table}")] == [{"id": 1, "added": None}]
+    finally:
+        await migrating.execute(f"DROP TABLE {table}")
+        await migrating.close()
