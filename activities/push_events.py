@@ -29,21 +29,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.caller import require_own_job
+from activities.deliver.recording import RECORD_RETRY_S
 from activities.deps import ActivityDeps
 from activities.errors import config_mismatch
 from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
 from curaflow.domain.ratelimit import parse_retry_after, retry_delay_ms
 from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sign_push
+from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.event_pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, AddressRefused, DestinationRefused, Limits, iter_capped
@@ -246,7 +249,9 @@ class PushActivity:
                 settled = DEAD
             if settled == DELIVERED:
                 error = None
-            recorded = await _recorded(record_push(self.deps.pool, push, settled, http_status=status, error=error))
+            recorded = await _recorded(
+                functools.partial(record_push, self.deps.pool, push, settled, http_status=status, error=error)
+            )
             if sent.cut:
                 # The attempt was cancelled after the answer came: recorded, now honoured.
                 log.info("callback.cancelled_after_answer", outcome=settled if recorded else "claim_lost", **fields)
@@ -281,22 +286,65 @@ class PushActivity:
             )
 
 
-async def _recorded(write: Coroutine[Any, Any, bool]) -> bool:
-    """Await ``write`` (the ledger's record of what a send learnt) to its end, even when the
-    attempt is cancelled meanwhile: the cancel is raised once the write ended. A cancel of
-    the job's end that came while an answer was being recorded cancelled the write (until
-    2026-12-07): the event stayed claimed and pending, and was sent again after its lease
-    although the receiver had answered.
+async def _recorded(write: Callable[[], Awaitable[bool]]) -> bool:
+    """``write()`` (the ledger's record of what a send learnt) to its end — tried again while
+    the ledger fails (:func:`_until_recorded`) —, even when the attempt is cancelled
+    meanwhile: the cancel is raised once the write ended. A cancel of the job's end that
+    came while an answer was being recorded cancelled the write (until 2026-12-07): the
+    event stayed claimed and pending, and was sent again after its lease although the
+    receiver had answered.
 
     Raises:
         asyncio.CancelledError: the attempt was cancelled (after the write ended).
+        one of :data:`~curaflow.ledger.db.LEDGER_ERRORS`: the ledger still failed the write
+            after the last wait.
     """
-    task = asyncio.ensure_future(write)
+    task = asyncio.ensure_future(_until_recorded(write))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        await asyncio.wait({task})  # bounded by the pool's statement timeouts
+        await asyncio.wait({task})  # bounded by the pool's statement timeouts and RECORD_RETRY_S
         raise
+
+
+async def _until_recorded(write: Callable[[], Awaitable[bool]]) -> bool:
+    """``write()``, tried again after each of
+    :data:`~activities.deliver.recording.RECORD_RETRY_S` (6.3 s in all, heartbeating) while it
+    fails on the ledger (:data:`~curaflow.ledger.db.LEDGER_ERRORS`) — the rule of a
+    delivery's record of its route's answer
+    (:func:`activities.deliver.recording.until_recorded`), for a push's.
+
+    The receiver's answer is a fact it gave once. Until 2026-12-07 a ledger that failed its
+    record once (a PostgreSQL restart, a connection lost, a bounded wait) failed the attempt:
+    the event stayed claimed and pending, and the attempt — counted at its claim
+    (:func:`~curaflow.ledger.event_pushes.claim_next`) — was spent on curaflow's database:
+    its event sent again, and on its last attempt (every attempt with
+    ``callback_max_attempts = 1``) dead-lettered "its last attempt ended without an answer"
+    though the receiver had taken it
+    (``tests/integration/test_push_claims.py::test_a_receivers_answer_the_ledger_fails_to_record_once_is_recorded``).
+    A write whose ``COMMIT`` went through unacknowledged finds the event settled and not
+    its claim any more: False, as for a claim another attempt took (nothing written).
+    """
+    waits = iter(RECORD_RETRY_S)
+    while True:
+        try:
+            return await write()
+        except LEDGER_ERRORS as err:
+            wait = next(waits, None)
+            if wait is None:
+                raise
+            info = activity.info()
+            log.warning(
+                "callback.record_retried",
+                job_id=info.workflow_id,
+                attempt=info.attempt,
+                error=type(err).__name__,
+                retry_in_s=wait,
+                hint="the ledger failed to record the receiver's answer; tried again (curaflow's database, not the "
+                "receiver)",
+            )
+            activity.heartbeat()
+            await asyncio.sleep(wait)
 
 
 def _failure(err: Exception) -> str:

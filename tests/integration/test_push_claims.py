@@ -11,6 +11,7 @@ be sent again after the events that follow it (out of order), or by two attempts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,72 @@ async def test_a_cancel_that_comes_while_the_answer_is_recorded_never_loses_it(
         go_on.set()
         await close_deps(deps)
         await party.stop()
+
+
+def _ledger_fault(kind: str) -> BaseException:
+    """What asyncpg raises when the ledger fails a statement: a PostgreSQL restart ending the
+    backend (57P01), a connection lost under the call, the pool's bounded wait elapsed."""
+    if kind == "admin_shutdown":
+        return asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command")
+    if kind == "connection_lost":
+        return asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+    return TimeoutError()
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["refused", "commit_unacknowledged"])
+@pytest.mark.parametrize("kind", ["admin_shutdown", "connection_lost", "timeout"])
+async def test_a_receivers_answer_the_ledger_fails_to_record_once_is_recorded(
+    make_stack: StackFactory,
+    tmp_path: Path,
+    ledger_pool: asyncpg.Pool,
+    monkeypatch: pytest.MonkeyPatch,
+    webhook: WebhookReceiver,
+    kind: str,
+    committed: bool,
+) -> None:
+    """The receiver answered 200; the ledger fails the write of that answer once (a restart,
+    a connection lost — after its ``COMMIT`` went through or before —, a bounded wait). The
+    answer is the receiver's fact: it is written when the ledger answers again, in the
+    attempt. Until 2026-12-07 the attempt failed with the ledger's error, the event stayed
+    claimed and pending, and — its one attempt (``callback_max_attempts``) counted at the
+    claim — the next claim dead-lettered it "its last attempt ended without an answer":
+    a push the receiver had taken, dead, on curaflow's database's blip."""
+    import activities.push_events as module
+
+    stack = make_stack(push_config(tmp_path))
+    deps = await open_deps(stack.settings, None)
+    real = module.record_push
+    failed: list[BaseException] = []
+
+    async def failing_once(*args: Any, **kwargs: Any) -> bool:
+        if not failed:
+            failed.append(_ledger_fault(kind))
+            if committed:
+                await real(*args, **kwargs)
+            raise failed[0]
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "record_push", failing_once)
+    policy = CallbackPolicy(timeout_ms=5_000, max_attempts=1)
+    try:
+        job_id = await job_owing_pushes(ledger_pool, f"{webhook.url}/hook", label="claims")
+        with contextlib.suppress(Exception):
+            await run_attempt(deps, job_id, "run-1", policy)
+        # The attempt's claim lapses (its lease: the push's timeout and a margin); the job's
+        # next attempt (the sweeper's) finds the event as the first attempt left it.
+        await ledger_pool.execute(
+            "UPDATE event_pushes SET claimed_until = 0 WHERE job_id = $1 AND claimed_until IS NOT NULL", job_id
+        )
+        with contextlib.suppress(Exception):
+            await attempt_env(job_id, "run-2").run(
+                PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy)
+            )
+
+        assert failed, "the fault was never injected"
+        rows = await event_pushes.push_states(ledger_pool, job_id)
+        assert [(r["status"], r["last_status"], r["attempts"]) for r in rows] == [(event_pushes.DELIVERED, 200, 1)], (
+            rows
+        )
+        assert len(webhook.received) == 1
+    finally:
+        await close_deps(deps)
