@@ -261,6 +261,25 @@ def is_unavailable(err: BaseException) -> bool:
     return False
 
 
+def refused_statement(err: BaseException) -> str | None:
+    """The SQLSTATE of PostgreSQL refusing the statement itself: the ledger answered, and the
+    answer is no outage (:func:`is_unavailable`) — a constraint the rows break (23xxx), an
+    internal error reading them (XX000, XX001 a damaged page), a ``RAISE`` of a ledger
+    function (P0001), a value. The same statement meets it again; another statement —
+    another job's — need not: a caller working through many jobs leaves the one refused and
+    goes on (the reconciler's convergence, :func:`curaflow.ledger.reconciler.convergence.converge`).
+
+    Returns:
+        The SQLSTATE (five characters; asyncpg's class name when the error carries none), or
+        None when ``err`` is not such a refusal: an outage, a client-side error (a connection
+        gone, a bounded wait), an exception of curaflow's own code.
+    """
+    if not isinstance(err, asyncpg.PostgresError) or is_unavailable(err):
+        return None
+    code = getattr(err, "sqlstate", None)
+    return code if isinstance(code, str) else type(err).__name__
+
+
 #: How a refused value names its parameter: PostgreSQL in the error's context while
 #: binding it (``… portal parameter $8 = '…'``), asyncpg in its message when it could
 #: not encode it, before anything was sent (``invalid input for query argument $8: …``).

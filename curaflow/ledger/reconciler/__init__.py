@@ -90,6 +90,11 @@ Temporal refused every request about a job's execution — at least two jobs, no
 outage (:class:`curaflow.temporal.answers.Refusals`, 2026-12-07): the tick fails once its
 other work is done, and, as on any outage, the loop sets
 ``curaflow_temporal_unavailable_last_seconds{where="reconciler"}`` (``CuraflowTemporalUnavailable``).
+The ledger's refusals are read alike: a finish PostgreSQL refuses for one job
+alone (:func:`curaflow.ledger.db.refused_statement`: a constraint, an internal error reading
+its rows, a ``RAISE``) leaves that job open, logged ``reconciler.finish_refused``, and the
+others converge (:func:`~curaflow.ledger.reconciler.convergence.converge`); an outage fails
+the tick.
 
 The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
 in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs

@@ -11,8 +11,9 @@ from temporalio.client import Client
 
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.projection import job_status
+from curaflow.domain.text import clipped_within
 from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger.db import DB_NOW_MS, now_ms
+from curaflow.ledger.db import DB_NOW_MS, now_ms, refused_statement
 from curaflow.ledger.finish import FinishedJob, FinishNotStorable, finish_job
 from curaflow.ledger.reconciler.executions import describe_execution
 from curaflow.observability import metrics
@@ -53,11 +54,17 @@ async def converge(
     the ledger refuses ends the job degraded. One it refuses even degraded
     (:class:`~curaflow.ledger.finish.FinishNotStorable`, logged and counted there) leaves the
     job open and is remembered (:data:`NOT_STORED`): never tried again by this process, and
-    never a failed tick (the other jobs converge).
+    never a failed tick (the other jobs converge). A finish PostgreSQL refuses for this job
+    alone (:func:`~curaflow.ledger.db.refused_statement`: a constraint its rows break, an
+    internal error reading them, a ``RAISE``; no outage) leaves the job as it is, logged
+    ``reconciler.finish_refused`` (error) and tried again next tick: never a failed tick
+    either — until 2026-12-07 it failed every tick (the same job came first in each), no
+    other job converged, and the process exited after ``supervision.fatal_after_ms``
+    (``tests/integration/test_reconciler_refused_finish.py``). An outage is raised.
 
     Returns:
         The finished job (``outcome`` None when it was already terminal), or None when the
-        job is unknown or its end cannot be stored.
+        job is unknown, its end cannot be stored or PostgreSQL refused its finish.
     """
     if job_id in NOT_STORED:
         return None
@@ -70,6 +77,19 @@ async def converge(
     except FinishNotStorable:
         if len(NOT_STORED) < NOT_STORED_KEPT:
             NOT_STORED.add(job_id)
+        return None
+    except asyncpg.PostgresError as err:
+        sqlstate = refused_statement(err)
+        if sqlstate is None:
+            raise  # an outage: the caller's tick fails, and its loop retries it
+        log.error(
+            "reconciler.finish_refused",
+            job_id=job_id,
+            cause=str(cause),
+            sqlstate=sqlstate,
+            error=type(err).__name__,
+            detail=clipped_within(str(err), 300),
+        )
         return None
     if finished is not None and finished.outcome is not None:
         rec = finished.record
