@@ -32,7 +32,7 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import httpx
 from temporalio import activity
@@ -54,6 +54,8 @@ from curaflow.routes.base import CLOUDFLARE_1XXX_NOT_SENT, cloudflare_reads_body
 
 log = get_logger("curaflow.jobs.pushes")
 LEASE_MARGIN_MS = 10_000
+T = TypeVar("T")
+
 #: The longest a push's answer body is read once its status line is in (seconds): the
 #: status is the answer, the body is read only so a brief one keeps its connection. A body
 #: still arriving after this is left unread (its connection closed), like one longer than
@@ -227,12 +229,16 @@ class PushActivity:
         policy = inp.policy
         report = PushReport(job_id=inp.job_id)
         while True:
-            claim = await claim_next(
-                self.deps.pool,
-                inp.job_id,
-                owner,
-                policy.timeout_ms + LEASE_MARGIN_MS,
-                max_attempts=policy.max_attempts,
+            claim = await _until_written(  # a claim whose COMMIT went unacknowledged is found again
+                functools.partial(
+                    claim_next,
+                    self.deps.pool,
+                    inp.job_id,
+                    owner,
+                    policy.timeout_ms + LEASE_MARGIN_MS,
+                    max_attempts=policy.max_attempts,
+                ),
+                "claim the next event",
             )
             report.dead += claim.dead
             if claim.push is None:
@@ -288,7 +294,7 @@ class PushActivity:
 
 async def _recorded(write: Callable[[], Awaitable[bool]]) -> bool:
     """``write()`` (the ledger's record of what a send learnt) to its end — tried again while
-    the ledger fails (:func:`_until_recorded`) —, even when the attempt is cancelled
+    the ledger fails (:func:`_until_written`) —, even when the attempt is cancelled
     meanwhile: the cancel is raised once the write ended. A cancel of the job's end that
     came while an answer was being recorded cancelled the write (until 2026-12-07): the
     event stayed claimed and pending, and was sent again after its lease although the
@@ -299,7 +305,7 @@ async def _recorded(write: Callable[[], Awaitable[bool]]) -> bool:
         one of :data:`~curaflow.ledger.db.LEDGER_ERRORS`: the ledger still failed the write
             after the last wait.
     """
-    task = asyncio.ensure_future(_until_recorded(write))
+    task = asyncio.ensure_future(_until_written(write, "record the receiver's answer"))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -307,12 +313,13 @@ async def _recorded(write: Callable[[], Awaitable[bool]]) -> bool:
         raise
 
 
-async def _until_recorded(write: Callable[[], Awaitable[bool]]) -> bool:
-    """``write()``, tried again after each of
-    :data:`~activities.deliver.recording.RECORD_RETRY_S` (6.3 s in all, heartbeating) while it
-    fails on the ledger (:data:`~curaflow.ledger.db.LEDGER_ERRORS`) — the rule of a
-    delivery's record of its route's answer
-    (:func:`activities.deliver.recording.until_recorded`), for a push's.
+async def _until_written(write: Callable[[], Awaitable[T]], what: str) -> T:
+    """``write()`` (one ledger transaction of the push: its claim, its record), tried again
+    after each of :data:`~activities.deliver.recording.RECORD_RETRY_S` (6.3 s in all,
+    heartbeating) while it fails on the ledger (:data:`~curaflow.ledger.db.LEDGER_ERRORS`) —
+    the rule of a delivery's record of its route's answer
+    (:func:`activities.deliver.recording.until_recorded`), for a push's writes; ``what``
+    names the write in the log.
 
     The receiver's answer is a fact it gave once. Until 2026-12-07 a ledger that failed its
     record once (a PostgreSQL restart, a connection lost, a bounded wait) failed the attempt:
@@ -322,8 +329,11 @@ async def _until_recorded(write: Callable[[], Awaitable[bool]]) -> bool:
     ``callback_max_attempts = 1``) dead-lettered "its last attempt ended without an answer"
     though the receiver had taken it
     (``tests/integration/test_push_claims.py::test_a_receivers_answer_the_ledger_fails_to_record_once_is_recorded``).
-    A write whose ``COMMIT`` went through unacknowledged finds the event settled and not
-    its claim any more: False, as for a claim another attempt took (nothing written).
+    A record whose ``COMMIT`` went through unacknowledged finds the event settled and not
+    its claim any more: False, as for a claim another attempt took (nothing written). A
+    claim whose ``COMMIT`` went through unacknowledged is found again as the attempt's own,
+    counted once (:func:`~curaflow.ledger.event_pushes.claim_next`;
+    ``::test_a_claim_whose_commit_was_not_acknowledged_is_the_attempts_own``).
     """
     waits = iter(RECORD_RETRY_S)
     while True:
@@ -335,13 +345,12 @@ async def _until_recorded(write: Callable[[], Awaitable[bool]]) -> bool:
                 raise
             info = activity.info()
             log.warning(
-                "callback.record_retried",
+                "callback.ledger_retried",
                 job_id=info.workflow_id,
                 attempt=info.attempt,
                 error=type(err).__name__,
                 retry_in_s=wait,
-                hint="the ledger failed to record the receiver's answer; tried again (curaflow's database, not the "
-                "receiver)",
+                hint=f"the ledger failed to {what}; tried again (curaflow's database, not the receiver)",
             )
             activity.heartbeat()
             await asyncio.sleep(wait)

@@ -105,6 +105,14 @@ async def claim_next(
     could settle. An event that has already used ``max_attempts`` is dead-lettered here
     instead of being sent again, and the next event is claimed.
 
+    A claim ``owner`` holds live already is returned as it is, not counted again: the
+    attempt's own claim, asked again because the answer to its ``COMMIT`` was lost (a
+    restart, a connection lost after it; ``activities.push_events`` tries the claim again
+    in the attempt). Until 2026-12-07 the attempt failed having sent nothing, and its counted
+    claim was its last attempt for ``callback_max_attempts = 1``: the event dead-lettered
+    "its last attempt ended without an answer", never sent. An attempt names its claims
+    uniquely (worker, run, activity, attempt) and settles each before claiming the next.
+
     Args:
         owner: identity of the sending attempt (``claimed_by``).
         lease_ms: how long the claim protects the send (request timeout plus a margin).
@@ -128,8 +136,12 @@ async def claim_next(
             if row is None:
                 return Claim(push=None, dead=dead)
             now = int(row["now"])
-            if row["claimed_until"] is not None and row["claimed_until"] > now and row["claimed_by"] != owner:
-                return Claim(push=None, busy=True, dead=dead)
+            if row["claimed_until"] is not None and row["claimed_until"] > now:
+                if row["claimed_by"] != owner:
+                    return Claim(push=None, busy=True, dead=dead)
+                # This attempt's own claim, live: its COMMIT went through and the answer was
+                # lost (the module's doc, "claim"). It is the claim, counted once.
+                return Claim(push=_claimed(job_id, row, owner, int(row["attempts"])), dead=dead)
             if max_attempts is None or row["attempts"] < max_attempts:
                 break
             await conn.execute(
@@ -151,17 +163,18 @@ async def claim_next(
             now + lease_ms,
             now,
         )
-    return Claim(
-        push=ClaimedPush(
-            job_id=job_id,
-            seq=row["seq"],
-            event_id=row["event_id"],
-            url=row["url"],
-            body=row["body"],
-            attempts=int(attempts),
-            owner=owner,
-        ),
-        dead=dead,
+    return Claim(push=_claimed(job_id, row, owner, int(attempts)), dead=dead)
+
+
+def _claimed(job_id: str, row: asyncpg.Record, owner: str, attempts: int) -> ClaimedPush:
+    return ClaimedPush(
+        job_id=job_id,
+        seq=row["seq"],
+        event_id=row["event_id"],
+        url=row["url"],
+        body=row["body"],
+        attempts=attempts,
+        owner=owner,
     )
 
 

@@ -268,3 +268,57 @@ async def test_a_receivers_answer_the_ledger_fails_to_record_once_is_recorded(
         assert len(webhook.received) == 1
     finally:
         await close_deps(deps)
+
+
+@pytest.mark.parametrize("kind", ["admin_shutdown", "connection_lost", "timeout"])
+async def test_a_claim_whose_commit_was_not_acknowledged_is_the_attempts_own(
+    make_stack: StackFactory,
+    tmp_path: Path,
+    ledger_pool: asyncpg.Pool,
+    monkeypatch: pytest.MonkeyPatch,
+    webhook: WebhookReceiver,
+    kind: str,
+) -> None:
+    """The claim of the event (its attempt counted, the lease the attempt's) commits and the
+    ledger's answer is lost (a restart, a connection lost after ``COMMIT``, a bounded wait).
+    The attempt reads the claim it made and sends the event under it. Until 2026-12-07 the
+    attempt failed with the ledger's error having sent nothing, its claim held the event
+    until its lease lapsed, and — the attempt counted — the next claim dead-lettered it "its
+    last attempt ended without an answer" (``callback_max_attempts = 1``): an event never
+    sent, dead on curaflow's database's blip."""
+    import activities.push_events as module
+
+    stack = make_stack(push_config(tmp_path))
+    deps = await open_deps(stack.settings, None)
+    real = module.claim_next
+    failed: list[BaseException] = []
+
+    async def unacknowledged_once(*args: Any, **kwargs: Any) -> event_pushes.Claim:
+        claim = await real(*args, **kwargs)
+        if not failed and claim.push is not None:
+            failed.append(_ledger_fault(kind))
+            raise failed[0]
+        return claim
+
+    monkeypatch.setattr(module, "claim_next", unacknowledged_once)
+    policy = CallbackPolicy(timeout_ms=5_000, max_attempts=1)
+    try:
+        job_id = await job_owing_pushes(ledger_pool, f"{webhook.url}/hook", label="claims")
+        with contextlib.suppress(Exception):
+            await run_attempt(deps, job_id, "run-1", policy)
+        await ledger_pool.execute(  # the attempt's claim lapses; the next attempt finds the event as it was left
+            "UPDATE event_pushes SET claimed_until = 0 WHERE job_id = $1 AND claimed_until IS NOT NULL", job_id
+        )
+        with contextlib.suppress(Exception):
+            await attempt_env(job_id, "run-2").run(
+                PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy)
+            )
+
+        assert failed, "the fault was never injected"
+        rows = await event_pushes.push_states(ledger_pool, job_id)
+        assert [(r["status"], r["last_status"], r["attempts"]) for r in rows] == [(event_pushes.DELIVERED, 200, 1)], (
+            rows
+        )
+        assert len(webhook.received) == 1
+    finally:
+        await close_deps(deps)
