@@ -264,7 +264,8 @@ def on_page(
         walk.day, walk.day_start = None, None
     walk.places = {}
     for i, work in enumerate(works):
-        walk.places[work.work_id] = _place(walk, work, sort=sort, at=offset + i, window_day=window_day)
+        if work.work_id not in walk.places:  # a work listed twice keeps its first place (the scan examines it once)
+            walk.places[work.work_id] = _place(walk, work, sort=sort, at=offset + i, window_day=window_day)
     walk.pass_start = False
     if walk.landing:
         walk.landing = False
@@ -375,7 +376,9 @@ def on_tail_page(
     order = "date_asc" if sort == "date_desc" else "date_desc"
     # Each work's place from the day's far end (a ``Frontier.tail_sweep``'s index; items
     # the source should never have sent may make it early: the landing then reads more).
-    at = {w.work_id: offset + i for i, w in enumerate(works)}
+    at: dict[str, int] = {}
+    for i, w in enumerate(works):
+        at.setdefault(w.work_id, offset + i)  # a work listed twice keeps its first place
     mark = walk.tail_skip
     if walk.tail_landing and mark is not None:
         # Going on after the last job's stop in this walk (``Frontier.tail_sweep``): the

@@ -108,10 +108,16 @@ async def scan(
         batch, cp.pending = cp.pending, []
         ids = [w.work_id for w in batch]
         ruled_out = await known(ids)
+        held = {w.work_id for w in cp.candidates}
         for i, work in enumerate(batch):
             if cp.capped(max_examined) or len(cp.candidates) >= scan_limit:
                 cp.pending = batch[i:]
                 break
+            if work.work_id in held:
+                # Listed again (in this page, or pages after its first listing): examined
+                # once, left out as the previous page's items are (_fetch_page); a second
+                # candidate of it was bound again once its fetch released it (2026-12-07).
+                continue
             if work.work_id in ruled_out:
                 reason: str | None = ruled_out[work.work_id]
             elif work.work_id in gone:
@@ -121,6 +127,8 @@ async def scan(
             else:
                 reason = reject_reason(work, target, excluded)
             _examine(cp, work, reason)
+            if reason is None:
+                held.add(work.work_id)
         cp.report.fetched, cp.report.read_again = cp.examined, cp.uncapped
         cp.report.pages = cp.pages
         cp.exhausted = cp.pages_done and not cp.pending
