@@ -264,7 +264,7 @@ async def test_ugoira_metadata_describing_no_animation_is_not_recognised_as_the_
     remembered unusable for the week; now it is skipped and held back briefly."""
     body = {
         "ugoira_metadata": {
-            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/1_ugoira600x600.zip"},
+            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/123_ugoira600x600.zip"},
             "frames": [{"file": "000000.jpg", "duration": 80}],
         }
     }
@@ -278,7 +278,7 @@ async def test_ugoira_metadata_with_a_negative_delay_is_not_recognised_as_the_wo
     timings; it describes no animation: skipped, held back briefly."""
     body = {
         "ugoira_metadata": {
-            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/1_ugoira600x600.zip"},
+            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/123_ugoira600x600.zip"},
             "frames": [{"file": "000000.jpg", "delay": 80}, {"file": "000001.jpg", "delay": -80}],
         }
     }

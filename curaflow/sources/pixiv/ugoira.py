@@ -16,7 +16,9 @@ app-api's metadata object — the source's (:class:`UnrecognisedMetadata`).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from curaflow.outbound import url_problem
 from curaflow.sources.animation import (
@@ -34,11 +36,33 @@ class UnrecognisedMetadata(ValueError):
     something curaflow does not recognise (the source's failure, never the work's)."""
 
 
-def parse_metadata(body: Any) -> Animation:
-    """Parse an app-api ``/v1/ugoira/metadata`` answer.
+#: A frames zip's file name as Pixiv names it: the work's id, then ``_ugoira`` and its size
+#: (``62841186_ugoira600x600.zip``, ``…_ugoira1920x1080.zip``).
+ZIP_NAME = re.compile(r"([0-9]{1,20})_ugoira[0-9]*x[0-9]*\.zip", re.IGNORECASE)
+
+
+def zip_work_id(zip_url: str) -> str | None:
+    """The work a frames zip's URL names (:data:`ZIP_NAME`: its file name's id, without
+    leading zeros), or None when its file name is in no shape curaflow knows."""
+    try:
+        name = urlsplit(zip_url).path.rsplit("/", 1)[-1]
+    except ValueError:  # not a URL (an unclosed IPv6 bracket …)
+        return None
+    match = ZIP_NAME.fullmatch(name)
+    return (match.group(1).lstrip("0") or "0") if match else None
+
+
+def parse_metadata(body: Any, work_id: str | None = None) -> Animation:
+    """Parse an app-api ``/v1/ugoira/metadata`` answer (about ``work_id``, when given).
 
     Raises:
-        UnrecognisedMetadata: the answer holds no ``ugoira_metadata`` object.
+        UnrecognisedMetadata: the answer holds no ``ugoira_metadata`` object, or its frames
+            zip is another work's (:func:`zip_work_id` names a work other than
+            ``work_id``): the metadata carries no id of its own, the zip's name is the one
+            word of the work it is about — a cache or a proxy keyed without the query
+            answers every ugoira with the first one's, whose animation was delivered as
+            the work asked until 2026-12-07 (the work recorded delivered, never sent
+            again). A name in no shape curaflow knows names no work: taken.
         UnusableAnimation: it does, and it describes no usable animation: no zip URL, or
             one that is not an ``https`` URL a request can be made for
             (:func:`~curaflow.outbound.url_problem`); no frames; a frame name that is not
@@ -59,6 +83,11 @@ def parse_metadata(body: Any) -> Animation:
         raise UnusableAnimation("no frames zip URL")
     if (problem := url_problem(zip_url)) is not None:
         raise UnusableAnimation(f"the frames zip URL is {problem}")
+    named = zip_work_id(zip_url)
+    if work_id is not None and named is not None and named != (work_id.lstrip("0") or "0"):
+        raise UnrecognisedMetadata(
+            f"the frames zip is work {named}'s, not work {work_id}'s: an answer about another work"
+        )
     raw = meta.get("frames")
     if not isinstance(raw, list) or not raw:
         raise UnusableAnimation("no frames")

@@ -566,7 +566,10 @@ class PixivClient(ImageRequests):
                 (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``,
                 not recognised as the work's: held back briefly).
             SourceError: classified failure; ``metadata_failed`` (retried) when the answer
-                is not the app-api's metadata object
+                is not the app-api's metadata object, or is another work's — its frames zip
+                named for another id (:func:`~curaflow.sources.pixiv.ugoira.zip_work_id`: a
+                cache keyed without ``illust_id``; until 2026-12-07 its animation was
+                delivered as ``work_id``'s) —
                 (:class:`~curaflow.sources.pixiv.ugoira.UnrecognisedMetadata`: never the work's).
         """
         try:
@@ -579,7 +582,7 @@ class PixivClient(ImageRequests):
             # alone cost the work the week, and its target's frontier passed it for good).
             raise WorkUnavailable(work_id, f"ugoira metadata: {gone.why}", gone.kind, corroborate=True) from None
         try:
-            return parse_metadata(body)
+            return parse_metadata(body, work_id)
         except UnusableAnimation as err:
             # The metadata's shape, a frame without a delay, a zip URL that is none: what a
             # renamed field or a changed API would look like for every ugoira — skipped,
