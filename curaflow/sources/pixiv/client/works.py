@@ -170,11 +170,11 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         for i, page in enumerate(meta_pages or []):
             urls = page.get("image_urls") or {}
             pages.append(
-                {"index": i, "url": _page_url(_original(urls.get("original"), urls.get("large"), kind), clean)}
+                {"index": i, "url": _page_url(_original(urls.get("original"), urls.get("large"), kind, work_id), clean)}
             )
     else:
         single = illust.get("meta_single_page") or {}
-        url = _original(single.get("original_image_url"), (illust.get("image_urls") or {}).get("large"), kind)
+        url = _original(single.get("original_image_url"), (illust.get("image_urls") or {}).get("large"), kind, work_id)
         pages = [{"index": 0, "url": _page_url(url, clean)}]
     pages[0]["width"], pages[0]["height"] = width, height
     user = illust.get("user") or {}
@@ -212,7 +212,7 @@ def _placeholder_listed(illust: dict[str, Any], visible: bool) -> bool:
     return _limit_image(single.get("original_image_url")) or _limit_image((illust.get("image_urls") or {}).get("large"))
 
 
-def _original(original: Any, sample: Any, kind: str) -> Any:
+def _original(original: Any, sample: Any, kind: str, work_id: str) -> Any:
     """A page's URL as the app-api lists it: its original (``meta_single_page``'s
     ``original_image_url``, a ``meta_pages`` item's ``image_urls.original``).
 
@@ -229,14 +229,32 @@ def _original(original: Any, sample: Any, kind: str) -> Any:
     that put a resized copy in the original's place — a proxy saving bandwidth, a field
     filled from another) the page: until 2026-12-07 it was, the work delivered as its
     sample and a duplicate for ever; now the page has no URL curaflow fetches, as
-    without an original."""
+    without an original. Nor is an ``original`` whose file is another work's
+    (:func:`names_another_work`: a cache or a proxy that merged two answers): until
+    2026-12-07 that work's image was delivered as this one, the work then a duplicate for
+    ever, its own pages never sent."""
     if kind == "ugoira":
         return original or sample or ""
-    if original and not is_sample(original):
+    if original and not is_sample(original) and not names_another_work(original, work_id):
         return original
     if _limit_image(sample):
         return sample
     return ""
+
+
+#: A page's file name on Pixiv's image host: its work's id, then the page
+#: (``126872003_p0.png``; an ugoira's cover ``…_ugoira0.jpg``; a sample ``…_p0_master1200.jpg``).
+PAGE_FILE = re.compile(r"([0-9]{1,20})_(?:p|ugoira)[0-9]+(?:_[a-z]+[0-9]*)?\.[A-Za-z0-9]+")
+
+
+def names_another_work(url: object, work_id: str) -> bool:
+    """Whether the file of a page's ``url`` is named (:data:`PAGE_FILE`) after a work other
+    than ``work_id`` (leading zeros aside). A file name in no shape curaflow knows names no
+    work, nor does anything but text: False (a renamed file must not refuse every page)."""
+    if not isinstance(url, str):
+        return False
+    match = PAGE_FILE.fullmatch(url.rsplit("/", 1)[-1].split("?", 1)[0])
+    return match is not None and (match.group(1).lstrip("0") or "0") != (work_id.lstrip("0") or "0")
 
 
 #: The path segments of Pixiv's samples of a page (its resized copies on the image host):
