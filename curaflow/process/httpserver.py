@@ -87,6 +87,11 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     for one: a connection that sent nothing is then closed; a head begun is answered ``408``
     (a protocol ``Error``, ``Connection: close``). A head over ``max_head_bytes`` is answered
     ``431``. Bodies are not heads: ``api.body_timeout_ms`` and ``api.max_body_bytes`` bound them.
+    A request answered before its body ended (a route that ignores its body, a ``413`` on
+    its ``Content-Length``) has the rest of its body read and dropped by the parser; the next
+    head is awaited once that body has ended (until 2026-12-07 from the answer on: the body's
+    rest counted as the next head, and the next request on the connection was answered
+    ``431``, or an unasked ``408`` was sent while the body trickled in).
 
     A request the parser cannot read — its framing (a ``Content-Length`` that is no
     number, two of them, one beside ``Transfer-Encoding: chunked``, a chunk size that is no
@@ -119,6 +124,7 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         _tail = b""  # the last bytes of the head so far: its end may span two reads
         _line: bytes | None = None  # the awaited head's bytes up to its request line's end (None: not known)
         _method_refused = False  # the parser refused the method before the request line was whole
+        _in_body = False  # the parser is inside a request's body (its head read, its end not yet)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -146,12 +152,25 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
 
         def on_headers_complete(self) -> None:
             self._head_arrived()
+            self._in_body = True
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._in_body = False
+            super().on_message_complete()
+            if self.cycle is not None and self.cycle.response_complete:
+                self._next_head()  # answered before its body ended: the next head comes now
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            if not self._in_body:
+                self._next_head()
+
+        def _next_head(self) -> None:
+            """Await the next request's head, unless one is already queued (pipelined) or
+            the connection is closing (the keep-alive timer closes an idle one first)."""
             if not self.transport.is_closing() and not self.pipeline:
-                self._await_head()  # the next request's head (the keep-alive timer closes an idle one first)
+                self._await_head()
 
         def _await_head(self) -> None:
             self._head_arrived()

@@ -4,6 +4,7 @@ protocol's answers to requests the parser refuses."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from typing import Any
@@ -91,3 +92,43 @@ async def test_a_refused_method_whose_line_never_ends_is_bounded_by_the_head() -
     assert json.loads(whole.partition(b"\r\n\r\n")[2])["error"]["detail"] == {"reason": "unknown_method"}
     assert unread.startswith(b"HTTP/1.1 400 "), unread
     assert json.loads(unread.partition(b"\r\n\r\n")[2])["error"]["detail"] == {"reason": "malformed_request"}
+
+
+async def _answers(url: str, *pieces: bytes | float) -> list[bytes]:
+    """Send ``pieces`` on one connection (a float: wait that many seconds) until the server
+    closes it; the status line of every answer it sent, read as they came."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    received = bytearray()
+
+    async def read() -> None:
+        with contextlib.suppress(ConnectionError):  # reset: closed with bytes of ours unread
+            while chunk := await reader.read(65536):
+                received.extend(chunk)
+
+    reading = asyncio.create_task(read())
+    with contextlib.suppress(ConnectionError):  # closed by the server: its answers tell why
+        for piece in pieces:
+            if isinstance(piece, float):
+                await asyncio.sleep(piece)
+            else:
+                writer.write(piece)
+                await writer.drain()
+    await asyncio.wait_for(reading, 10)
+    writer.close()
+    return [line for line in bytes(received).split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+
+
+async def test_the_rest_of_a_body_answered_early_is_no_head_of_the_next_request() -> None:
+    """A request answered before its body arrived whole (a route that ignores its body, a
+    413 on its ``Content-Length``): the rest of that body is still that request's, read and
+    dropped by the parser. The next head is awaited once it has ended. Until 2026-12-07 its
+    bytes were counted as the next request's head: an innocent next request on the
+    kept-alive connection was answered ``431`` after a body over the head's bound, and a
+    body still trickling in when the head's time ran out got an unasked ``408``."""
+    head = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n"
+    then = b"GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    async with BackgroundServer(_app, http=bounded_http(0.5, max_head_bytes=1024)) as server:
+        large = await _answers(server.url, head, 0.2, b"a" * 3000, 0.1, then)
+        slow = await _answers(server.url, head, 0.2, b"a" * 1000, 0.45, b"a" * 1000, 0.45, b"a" * 1000, 0.1, then)
+    assert (large, slow) == ([b"HTTP/1.1 200 OK"] * 2, [b"HTTP/1.1 200 OK"] * 2)
