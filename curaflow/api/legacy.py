@@ -15,7 +15,9 @@ and the same ledger projection as the job surface — no second execution path:
   a job that ended otherwise (the original re-dispatched such a slot, which found every
   cell terminal and re-ran nothing; curaflow never re-runs a terminal job).
 * ``GET /internal/targets/{target_id}/refetch/{requestId}``: the camelCase projection of
-  reference §9.3 (internal reason codes, not protocol codes).
+  reference §9.3 (internal reason codes, not protocol codes). ``{target_id}`` is read as
+  the ``POST``'s Task reads it (:func:`curaflow.protocol.models.rules.target_id_as_read`):
+  a refetch is found at the address it was admitted at.
 
 ``requestId`` is read as every key is (:func:`curaflow.protocol.keys.normalise_key`:
 whitespace at its ends trimmed) and names one job whatever its letter case: a UUID is the
@@ -53,6 +55,7 @@ from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
+from curaflow.protocol.models.rules import target_id_as_read
 from curaflow.protocol.projection import project_job
 
 log = get_logger("curaflow.api.legacy")
@@ -230,7 +233,7 @@ async def refetch_status(
     request_id = normalise_key(request_id)
     if not UUID_1_8.match(request_id):
         return legacy_error(400, "requestId must be a UUID")
-    target = settings.target(target_id)
+    target = settings.target(target_id_as_read(target_id))  # as the POST reads it (its Task's)
     if target is None:
         return legacy_error(404, "unknown target")
     try:
@@ -243,7 +246,7 @@ async def refetch_status(
         return ledger_unavailable()
     if (
         record is None
-        or target_id not in record.target_ids
+        or target.id not in record.target_ids
         or record.idempotency_key is None
         or not same_request_id(record.idempotency_key, request_id)
     ):

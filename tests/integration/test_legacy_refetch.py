@@ -180,6 +180,22 @@ async def test_a_request_id_in_another_letter_case_is_the_same_refetch_on_both_r
     assert await pool.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", job_id) == 1
 
 
+async def test_a_refetch_is_found_at_the_address_it_was_admitted_at(stack: Stack) -> None:
+    """``{target}`` is read one way by both routes: a target admitted as ``demo`` with
+    whitespace around it (the Task's ``params.target_id`` is trimmed) has its status at the
+    address the consumer posted to. Until 2026-12-07 the status read the segment as it
+    came: ``404 unknown target`` for a refetch its ``POST`` had just admitted."""
+    request_id = str(uuid.uuid4())
+    async with raw_client(stack) as http:
+        for target in ("%20demo%20", "demo%E3%80%80", "%09demo"):
+            posted = await http.post(f"/internal/targets/{target}/refetch", json={"requestId": request_id})
+            status = await http.get(f"/internal/targets/{target}/refetch/{request_id}")
+            assert (posted.status_code, status.status_code) == (202, 200), (target, status.text)
+            assert status.json()["slotId"] == posted.json()["slotId"] == f"demo@manual-{request_id}"
+        unknown = await http.get(f"/internal/targets/%20/refetch/{request_id}")
+        assert (unknown.status_code, unknown.json()) == (404, {"status": "error", "error": "unknown target"})
+
+
 async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) -> None:
     pool = await stack.ledger()
     before = await pool.fetchval("SELECT count(*) FROM jobs")

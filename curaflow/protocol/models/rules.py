@@ -180,12 +180,22 @@ def check_labels(value: Any) -> Any:
     return value
 
 
+def target_id_as_read(value: str) -> str:
+    """The target a target id names: the text with whitespace at its ends dropped
+    (``str.strip``) — the one reading of a Task's ``params.target_id`` and of the legacy
+    shim's ``{target_id}``, on its ``POST`` and on its status ``GET`` alike (2026-12-07:
+    the ``GET`` read the segment as it came, and answered ``unknown target`` at the address
+    its ``POST`` had admitted a refetch at)."""
+    return value.strip()
+
+
 def check_target_id(value: Any) -> Any:
-    """The rule of ``params.target_id``: a non-blank string (trimmed); an explicit null is refused."""
+    """The rule of ``params.target_id``: a non-blank string (:func:`target_id_as_read`); an
+    explicit null is refused."""
     # Only called for a member that is present: an explicit null is refused too.
     if not _nonblank(value):
         raise refuse("params.target_id")
-    return value.strip()
+    return target_id_as_read(value)
 
 
 def check_account(value: Any) -> Any:
