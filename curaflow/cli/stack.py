@@ -32,7 +32,14 @@ from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
-from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, bounded_http, port_in_use
+from curaflow.process.httpserver import (
+    WEBSOCKETS,
+    CannotListen,
+    StoppingServer,
+    bind_socket,
+    bounded_http,
+    port_in_use,
+)
 from curaflow.process.launch import stop_requested
 from curaflow.protocol.connections import API_KEEP_ALIVE_S
 
@@ -312,6 +319,7 @@ def api(
         loop="asyncio",
         # A request head bounded in time (api.head_timeout_ms) and size: uvicorn's own waits for ever.
         http=bounded_http(settings.api.head_timeout_ms / 1000),
+        ws=WEBSOCKETS,  # an Upgrade: websocket is served as the HTTP request it also is
         # An idle connection closed at the time the clients are told of (they let go first:
         # curaflow.protocol.connections).
         timeout_keep_alive=API_KEEP_ALIVE_S,

@@ -23,6 +23,14 @@ from curaflow.protocol.connections import API_KEEP_ALIVE_S
 #: The largest request head (request line and headers) an API server reads, bytes: 431 beyond.
 MAX_HEAD_BYTES = 65_536
 
+#: uvicorn's WebSocket protocol of every server curaflow runs: none. No route of curaflow's
+#: is a WebSocket, and RFC 9110 §7.8 lets a server ignore ``Upgrade``: a request asking for
+#: one is served as the HTTP request it also is, with its route's answer. With a WebSocket
+#: library installed (``uvicorn[standard]`` brings ``websockets``) uvicorn took the handshake
+#: to the app as a WebSocket no route serves — ``403`` with an empty body, before any route,
+#: token check or request log (until 2026-12-07).
+WEBSOCKETS = "none"
+
 
 #: RFC 9112 §3: ``method SP request-target SP HTTP-version``; a method is a token (RFC 9110
 #: §5.6.2), a target visible ASCII (RFC 9112 §3.2), the version ``HTTP/`` DIGIT ``.`` DIGIT (§2.3).
@@ -353,6 +361,7 @@ class BackgroundServer:
             timeout_graceful_shutdown=1,
             timeout_keep_alive=API_KEEP_ALIVE_S,  # the clients let go first (curaflow.protocol.connections)
             http=http or "auto",
+            ws=WEBSOCKETS,
         )
         self.server = _EmbeddedServer(config, on_stopping)
         self._task: asyncio.Task[None] | None = None

@@ -280,3 +280,42 @@ async def test_a_method_the_server_does_not_know_is_501_not_implemented(
         assert "could not be read" not in error["message"], (what, error)
     assert healthy.startswith(b"HTTP/1.1 200"), healthy
     assert "Traceback" not in text, text[-3000:]
+
+
+#: Requests asking to leave HTTP for WebSocket (RFC 6455 §4.1): ``Upgrade: websocket``.
+WEBSOCKET_UPGRADE = (
+    b"Host: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+async def test_a_websocket_upgrade_is_answered_as_the_http_request_it_is(
+    tmp_path: Path, temporal_address: str, database_url: str
+) -> None:
+    """The API speaks HTTP/1.1 only: a request asking to upgrade to WebSocket (a consumer
+    hoping to stream a job's events) is served as the HTTP request it also is — RFC 9110
+    §7.8 lets a server ignore ``Upgrade`` — with the protocol's answer. Until 2026-12-07
+    uvicorn took the handshake to the app as a WebSocket, which no route serves: ``403``
+    with an empty body, before any route, token or request log."""
+    api: ApiProcess = await start_api_process(
+        tmp_path, temporal_address=temporal_address, database_url=database_url, token=API_TOKEN, config=config(tmp_path)
+    )
+    try:
+        host, port = api.url.removeprefix("http://").split(":")
+        answers = await answers_alone(
+            host,
+            int(port),
+            {
+                "a job's events": b"GET /jobs/nope/events HTTP/1.1\r\n" + WEBSOCKET_UPGRADE,
+                "the lookup": b"GET /jobs?idempotency_key=nope HTTP/1.1\r\n" + WEBSOCKET_UPGRADE,
+            },
+        )
+    finally:
+        text = api.stop()
+
+    events, lookup = answers["a job's events"], answers["the lookup"]
+    assert events.startswith(b"HTTP/1.1 404 "), events[:300]
+    assert json.loads(events.partition(b"\r\n\r\n")[2])["error"]["code"] == "invalid_params"
+    assert lookup.startswith(b"HTTP/1.1 200 "), lookup[:300]
+    assert json.loads(lookup.partition(b"\r\n\r\n")[2])["jobs"] == []
+    assert "Traceback" not in text, text[-3000:]
