@@ -100,6 +100,9 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     head is awaited once that body has ended (until 2026-12-07 from the answer on: the body's
     rest counted as the next head, and the next request on the connection was answered
     ``431``, or an unasked ``408`` was sent while the body trickled in).
+    A request asking to upgrade (``Upgrade: h2c`` from ``curl --http2``, ``websocket``) is
+    read as the HTTP/1.1 request it also is, its body included (:data:`WEBSOCKETS`; the
+    parser ends such a request at its head — until 2026-12-07 the app read an empty body).
 
     A request the parser cannot read — its framing (a ``Content-Length`` that is no
     number, two of them, one beside ``Transfer-Encoding: chunked``, a chunk size that is no
@@ -133,6 +136,8 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         _line: bytes | None = None  # the awaited head's bytes up to its request line's end (None: not known)
         _method_refused = False  # the parser refused the method before the request line was whole
         _in_body = False  # the parser is inside a request's body (its head read, its end not yet)
+        _body_after_upgrade = False  # a head asking to upgrade declared a body, which the parser left
+        _framing_only = False  # the parser is fed a head that only frames a body already begun
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -156,14 +161,92 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             if self._method_refused:  # the parser is done with this connection: the line decides
                 self._answer_unknown_method()
                 return
-            super().data_received(data)
+            self._feed(data)
+
+        def _feed(self, data: bytes) -> None:
+            """uvicorn's ``data_received``, but a request asking to upgrade stays HTTP/1.1
+            (:meth:`_ignore_upgrade`) instead of losing the bytes after its head."""
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+                return
+            except httptools.HttpParserUpgrade as upgrade:
+                after_head = int(upgrade.args[0])  # where the parser stopped: the bytes after the head
+            except httptools.HttpParserError:
+                self._unreadable()
+                return
+            if self._should_upgrade():  # a WebSocket, when the server serves them (WEBSOCKETS)
+                self.handle_websocket_upgrade()
+            else:
+                self._ignore_upgrade(data[after_head:])
+
+        def _unreadable(self) -> None:
+            """uvicorn's answer to bytes its parser refused (in the parser's ``except``):
+            its warning, then :meth:`send_400_response`."""
+            self.logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+
+        def _ignore_upgrade(self, rest: bytes) -> None:
+            """Read on as HTTP/1.1 after a head asking to upgrade (RFC 9110 §7.8: a server may
+            ignore ``Upgrade``): the parser ends such a request at its head and takes every
+            byte after it for the other protocol's, so a new parser reads ``rest`` — the
+            request's body first when it declared one (framed by a head that only says how
+            long it is: ``Content-Length`` or ``Transfer-Encoding`` as the request sent them),
+            then the next requests."""
+            self.parser = httptools.HttpRequestParser(self)
+            with contextlib.suppress(AttributeError):  # as uvicorn sets its parser (httptools >= 0.6.3)
+                self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+            if self._body_after_upgrade:
+                self._body_after_upgrade = False
+                framing = b"".join(
+                    name + b": " + value + b"\r\n"
+                    for name, value in self.headers
+                    if name in (b"content-length", b"transfer-encoding")
+                )
+                self._framing_only = True
+                try:
+                    self.parser.feed_data(b"POST / HTTP/1.1\r\n" + framing + b"\r\n")
+                except httptools.HttpParserError:
+                    self._unreadable()
+                    return
+                finally:
+                    self._framing_only = False
+            if rest:
+                self._feed(rest)
+
+        def _declares_body(self) -> bool:
+            """The request just read says a body follows (``Transfer-Encoding``, or a
+            ``Content-Length`` other than 0); a ``CONNECT`` has none to read."""
+            if self.scope.get("method") == "CONNECT":
+                return False
+            return any(
+                name == b"transfer-encoding" or (name == b"content-length" and value.strip().strip(b"0"))
+                for name, value in self.headers
+            )
+
+        def on_message_begin(self) -> None:
+            if not self._framing_only:
+                super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            if not self._framing_only:
+                super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            if not self._framing_only:
+                super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
+            if self._framing_only:
+                return  # the request's head was read: only its body's framing is new
             self._head_arrived()
             self._in_body = True
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
+            if self.parser.should_upgrade() and not self._should_upgrade() and self._declares_body():
+                self._body_after_upgrade = True  # ended at its head by the parser: its body comes
+                return
             self._in_body = False
             super().on_message_complete()
             if self.cycle is not None and self.cycle.response_complete:
