@@ -16,7 +16,9 @@ reading of it:
   ``unsupported_content_encoding`` with ``Accept-Encoding: identity`` (RFC 9110
   §15.5.16): the body is read as it arrives, so a coded body would be read as other bytes
   than the client meant — a gzip body refused as "not UTF-8", a JSON body labelled gzip
-  admitted although it says it is not JSON as it stands;
+  admitted although it says it is not JSON as it stands; a ``Transfer-Encoding`` other than
+  ``chunked`` (``gzip, chunked`` …) → ``501`` ``unsupported_transfer_coding`` (RFC 9112
+  §6.1: the server decodes no transfer coding but the framing);
 * **its bytes, grammar and meaning** (:func:`curaflow.protocol.json_text.parse_json`, the
   one reading of a client's JSON text — a Temporal client's Task gets it too): not UTF-8,
   not JSON, nested too deeply, a member name twice in one object, ``NaN`` / ``Infinity``,
@@ -196,6 +198,41 @@ def coding_refusal(content_encoding: str | None) -> ProtocolError | None:
     return ContentCodingRefused(content_encoding.strip())
 
 
+class TransferCodingRefused(ProtocolError):
+    """A body in a transfer coding curaflow does not decode: 501 ``invalid_params``
+    (``detail.reason`` ``unsupported_transfer_coding``) — RFC 9112 §6.1: a server that
+    receives a request with a transfer coding it does not understand responds 501."""
+
+    def __init__(self, coding: str) -> None:
+        super().__init__(
+            "invalid_params",
+            501,
+            f"Transfer-Encoding {coding[:100]!r} is not supported: send the body chunked alone or with a "
+            "Content-Length",
+            {"reason": "unsupported_transfer_coding", "transfer_encoding": coding[:100]},
+        )
+
+
+def transfer_coding_refusal(transfer_encoding: str | None) -> ProtocolError | None:
+    """Why a body sent with ``transfer_encoding`` is not read, or None when it is.
+
+    The server takes the framing off (``chunked``) and decodes nothing else: a body in
+    any other transfer coding (``gzip, chunked`` …) would be read as other bytes than the
+    client meant, as a content coding would (:func:`coding_refusal`; 2026-12-07: a gzip
+    body was refused "not UTF-8", a JSON one under ``foo, chunked`` admitted).
+
+    Returns:
+        None for no header or only ``chunked`` / ``identity`` (any case; RFC 9112 §6.1);
+        else :class:`TransferCodingRefused` (501).
+    """
+    if transfer_encoding is None:
+        return None
+    codings = [coding.strip().lower() for coding in transfer_encoding.split(",")]
+    if all(coding in ("", "chunked", "identity") for coding in codings):
+        return None
+    return TransferCodingRefused(transfer_encoding.strip())
+
+
 def media_type_key(content_type: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """What a ``Content-Type`` value says, written one way: its type/subtype and each
     parameter's name lower-cased, parameters' quotes and spaces dropped and their order
@@ -224,8 +261,12 @@ def label_refusal(request: Request) -> ProtocolError | None:
     alone was read, and a body labelled both JSON and text, or identity then gzip, was
     admitted.
 
+    ``Transfer-Encoding`` is a list too: a transfer coding but ``chunked`` is refused first
+    (:func:`transfer_coding_refusal`, 501), the framing being the body's outer layer.
+
     Returns:
-        None, the 400 above, :func:`media_type_refusal`'s or :func:`coding_refusal`'s.
+        None, the 400 above, :func:`transfer_coding_refusal`'s, :func:`media_type_refusal`'s
+        or :func:`coding_refusal`'s.
     """
     labels: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
     for value in request.headers.getlist("content-type"):
@@ -238,8 +279,13 @@ def label_refusal(request: Request) -> ProtocolError | None:
             reason="repeated_header",
             values=[value[:200] for value in types[:5]],
         )
+    transfer = request.headers.getlist("transfer-encoding")
     codings = request.headers.getlist("content-encoding")
-    return media_type_refusal(types[0] if types else None) or coding_refusal(", ".join(codings) if codings else None)
+    return (
+        transfer_coding_refusal(", ".join(transfer) if transfer else None)
+        or media_type_refusal(types[0] if types else None)
+        or coding_refusal(", ".join(codings) if codings else None)
+    )
 
 
 async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empty: bool = False) -> Any:

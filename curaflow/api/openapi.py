@@ -40,6 +40,10 @@ DESCRIPTIONS = {
         "(detail.reason unsupported_content_encoding, with Accept-Encoding: identity)"
     ),
     500: "internal_error (internal text never leaks)",
+    501: (
+        "the body is sent in a transfer coding other than chunked (invalid_params, detail.reason "
+        "unsupported_transfer_coding; RFC 9112 §6.1)"
+    ),
     503: (
         "no API token configured: the endpoint fails closed (legacy shape AuthError); or the ledger "
         "(PostgreSQL) did not answer within api.ledger_timeout_ms: ErrorResponse internal_error, "
@@ -101,6 +105,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             409: "ErrorResponse",
             413: "ErrorResponse",
             415: "ErrorResponse",
+            501: "ErrorResponse",
             **_AUTH,
         },
         body="Task",
@@ -121,6 +126,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             408: "ErrorResponse",
             413: "ErrorResponse",
             415: "ErrorResponse",
+            501: "ErrorResponse",
             **_AUTH,
         },
         body="AckRequest",

@@ -114,7 +114,7 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
     submit = doc["paths"]["/jobs"]["post"]
     assert submit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Task")
     assert set(submit["responses"]) == {
-        "200", "202", "400", "401", "404", "406", "408", "409", "413", "415", "500", "503"
+        "200", "202", "400", "401", "404", "406", "408", "409", "413", "415", "500", "501", "503"
     }  # fmt: skip
     assert submit["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/AuthError")
     assert "links" in submit["responses"]["202"]
