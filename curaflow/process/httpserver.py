@@ -99,7 +99,8 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     its ``Content-Length``) has the rest of its body read and dropped by the parser; the next
     head is awaited once that body has ended (until 2026-12-07 from the answer on: the body's
     rest counted as the next head, and the next request on the connection was answered
-    ``431``, or an unasked ``408`` was sent while the body trickled in).
+    ``431``, or an unasked ``408`` was sent while the body trickled in). That rest is read
+    for ``head_timeout_s`` at most, then the connection is closed.
     A request asking to upgrade (``Upgrade: h2c`` from ``curl --http2``, ``websocket``) is
     read as the HTTP/1.1 request it also is, its body included (:data:`WEBSOCKETS`; the
     parser ends such a request at its head — until 2026-12-07 the app read an empty body).
@@ -138,6 +139,7 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         _in_body = False  # the parser is inside a request's body (its head read, its end not yet)
         _body_after_upgrade = False  # a head asking to upgrade declared a body, which the parser left
         _framing_only = False  # the parser is fed a head that only frames a body already begun
+        _drain_timer: asyncio.TimerHandle | None = None  # bounds the rest of a body answered early
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -145,6 +147,7 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_arrived()
+            self._body_ended()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -248,6 +251,7 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
                 self._body_after_upgrade = True  # ended at its head by the parser: its body comes
                 return
             self._in_body = False
+            self._body_ended()
             super().on_message_complete()
             if self.cycle is not None and self.cycle.response_complete:
                 self._next_head()  # answered before its body ended: the next head comes now
@@ -256,6 +260,22 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             super().on_response_complete()
             if not self._in_body:
                 self._next_head()
+            elif self._drain_timer is None and not self.transport.is_closing():
+                # Answered before its body ended: the rest is read for the head's time at
+                # most (uvicorn's keep-alive timer stops at every byte that comes).
+                self._drain_timer = self.loop.call_later(head_timeout_s, self._drain_late)
+
+        def _body_ended(self) -> None:
+            if self._drain_timer is not None:
+                self._drain_timer.cancel()
+                self._drain_timer = None
+
+        def _drain_late(self) -> None:
+            """The rest of an answered body did not end in time: nothing is owed the
+            client (its request was answered), the connection is closed."""
+            self._drain_timer = None
+            if self._in_body:
+                self.transport.close()
 
         def _next_head(self) -> None:
             """Await the next request's head, unless one is already queued (pipelined) or

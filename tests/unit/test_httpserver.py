@@ -124,13 +124,14 @@ async def test_the_rest_of_a_body_answered_early_is_no_head_of_the_next_request(
     413 on its ``Content-Length``): the rest of that body is still that request's, read and
     dropped by the parser. The next head is awaited once it has ended. Until 2026-12-07 its
     bytes were counted as the next request's head: an innocent next request on the
-    kept-alive connection was answered ``431`` after a body over the head's bound, and a
-    body still trickling in when the head's time ran out got an unasked ``408``."""
+    kept-alive connection was answered ``431`` after a body over the head's bound, and one
+    sent the head's time after the answer (its body having ended in time) an unasked ``408``."""
     head = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n"
     then = b"GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    async with BackgroundServer(_app, http=bounded_http(0.5, max_head_bytes=1024)) as server:
+    async with BackgroundServer(_app, http=bounded_http(1.0, max_head_bytes=1024)) as server:
         large = await _answers(server.url, head, 0.2, b"a" * 3000, 0.1, then)
-        slow = await _answers(server.url, head, 0.2, b"a" * 1000, 0.45, b"a" * 1000, 0.45, b"a" * 1000, 0.1, then)
+        # the body ends 0.6 s after the answer, the next head comes 0.7 s later (1.3 s after it)
+        slow = await _answers(server.url, head, 0.3, b"a" * 1000, 0.3, b"a" * 2000, 0.7, then)
     assert (large, slow) == ([b"HTTP/1.1 200 OK"] * 2, [b"HTTP/1.1 200 OK"] * 2)
 
 
@@ -184,3 +185,27 @@ async def test_a_request_asking_to_upgrade_is_read_whole_as_http_1_1() -> None:
             answers.append([line for line in received.split(b"\r\n") if line.startswith((b"HTTP/1.1 ", b"x-read"))])
     read = [b"HTTP/1.1 200 OK", b"x-read: 5", b"HTTP/1.1 200 OK", b"x-read: 0"]
     assert answers == [read, read, read, [b"HTTP/1.1 200 OK", b"x-read: 0"] * 2]
+
+
+async def test_the_rest_of_a_body_answered_early_is_read_for_the_heads_time_at_most() -> None:
+    """The rest of a body the server answered early is read for at most the head's time,
+    then the connection is closed: a client trickling it byte by byte does not hold the
+    connection (a descriptor) for ever — uvicorn's keep-alive timer stops at every byte."""
+    async with BackgroundServer(_app, http=bounded_http(0.5, max_head_bytes=1024)) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        began = asyncio.get_running_loop().time()
+        with contextlib.suppress(ConnectionError):
+            for _ in range(100):  # 10 s of a byte every 0.1 s, unless the server closes first
+                if reader.at_eof():
+                    break
+                writer.write(b"a")
+                await writer.drain()
+                await asyncio.sleep(0.1)
+        closed_after = asyncio.get_running_loop().time() - began
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    assert closed_after < 3, closed_after
