@@ -74,9 +74,10 @@ class Sent(NamedTuple):
         cut: the attempt was cancelled after the answer's status was in: the answer is
             recorded, then the cancel honoured.
         never_reached: the answer is not the receiver's: Cloudflare, in front of it, said
-            it never handed the request on (its 1xxx page under a 409), or such a page's
-            body was not read whole and cannot be told from the receiver's own 409 (the
-            words saying which); None for the receiver's own answer.
+            it never handed the request on (its 1xxx page under a 403 or a 409, its
+            challenge page), or such a page's body was not read whole and cannot be told
+            from the receiver's own 403 or 409 (the words saying which); None for the
+            receiver's own answer.
     """
 
     status: int | None
@@ -109,15 +110,17 @@ class PushActivity:
         and the send is one failed attempt, retried as any send that reached no one
         (until 2026-12-07 the event was dead-lettered at once on that one lookup).
 
-        The answer is its status line, but for one that is not the receiver's: a 409 through
-        Cloudflare's edge has its body read (decoded, at most
+        The answer is its status line, but for one that is not the receiver's: a 403 or a 409
+        through Cloudflare's edge has its body read (decoded, at most
         :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` for at most :data:`ANSWER_DRAIN_S`:
         :func:`_page`), for Cloudflare's own 1xxx page says the receiver was never reached
         (:func:`curaflow.routes.base.cloudflare_said`, the routes' one reading) —
-        :attr:`Sent.never_reached`, a retried attempt; a body not read whole cannot tell
-        that page from the receiver's own 409, and is retried too (one attempt; the receiver
-        dedupes by ``Idempotency-Key``). Until 2026-12-07 Cloudflare's page was the
-        receiver's "already recorded": the push recorded delivered, never received.
+        :attr:`Sent.never_reached`, a retried attempt, as is its challenge page (known by its
+        ``cf-mitigated`` header); a body not read whole cannot tell that page from the
+        receiver's own 403 or 409, and is retried too (one attempt; the receiver dedupes by
+        ``Idempotency-Key``). Until 2026-12-07 Cloudflare's 409 page was the receiver's
+        "already recorded": the push recorded delivered, never received; its 403 page and
+        its challenge page the receiver's "other 4xx": the event dead-lettered at once.
 
         A cancel of the attempt (a heartbeat's answer: the job's end stopped waiting for
         its pushes) that comes once the answer's status is in does not lose that answer:

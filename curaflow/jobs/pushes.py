@@ -16,7 +16,8 @@ How it works:
    outbound layer (:mod:`curaflow.outbound`: ``callback_timeout_ms`` is the total time of
    one POST, 16 KiB of the answer are read, the destination is the allow-list's and its
    address is checked when connecting). :func:`classify_answer` decides: 2xx or 409 →
-   delivered (but Cloudflare's own 409 page: the receiver never had it); 429, 5xx, a
+   delivered (but Cloudflare's own 409 page: the receiver never had it); 429, 5xx, Cloudflare's
+   own 403 page or challenge page in front of the receiver (it never had the event), a
    redirect (never followed), timeouts and transport errors → retried (the activity fails and
    Temporal retries it with backoff, ``Retry-After`` honoured up to the cap, a 429
    without one waiting :func:`curaflow.domain.ratelimit.retry_delay_ms`'s backoff from
@@ -81,11 +82,14 @@ def classify_answer(status: int | None, *, never_reached: bool = False) -> Verdi
     ending, cut mid-way) does not change it (:mod:`activities.push_events`) — but for an
     answer that is not the receiver's at all: ``never_reached`` says Cloudflare, in front of
     the receiver, answered itself that it never handed the request on (its 1xxx page under
-    a 409, ``error code: 1001``: :func:`curaflow.routes.base.cloudflare_said`, the routes'
-    one reading), or that such a page could not be told from the receiver's own 409 (its
-    body unread). Such an answer is retried whatever its status: until 2026-12-07
+    a 409, ``error code: 1001``, or under a 403, ``error code: 1020`` — its edge's block —,
+    its challenge page, ``cf-mitigated: challenge``: :func:`curaflow.routes.base.cloudflare_said`,
+    the routes' one reading), or that such a page could not be told from the receiver's own
+    403 or 409 (its body unread). Such an answer is retried whatever its status — one of the
+    event's counted attempts, backed off, dead only once they ran out: until 2026-12-07
     Cloudflare's 409 was the receiver's "already recorded" — the push recorded delivered,
-    the consumer never had the event.
+    the consumer never had the event —, and its 403 the receiver's "other 4xx", the event
+    dead-lettered at once, never received.
 
     2xx and 409 ("already recorded") are delivered; every other 4xx is dead-lettered at
     once (the original's rule, reference §4.7: "other 4xx → dead-letter at once") but 429

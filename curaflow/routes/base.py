@@ -250,10 +250,18 @@ CLOUDFLARE_NOT_SENT = frozenset({521, 522, 523, 525, 526, 530})
 CLOUDFLARE_MAYBE_PROCESSED = frozenset({520, 524})
 #: Statuses of an origin's own answer under which Cloudflare answers one of its 1xxx errors
 #: itself, the request handed to no origin: ``409`` (Cloudflare's docs, "Error 409": "Cloudflare
-#: will return a 409 response for Error 1001: DNS Resolution Error"). Read as Cloudflare's only
-#: when its page states its code (:func:`cloudflare_code`): a receiver behind Cloudflare
-#: answers its own 409 with Cloudflare's headers too (a webhook receiver's duplicate).
-CLOUDFLARE_1XXX_NOT_SENT = frozenset({409})
+#: will return a 409 response for Error 1001: DNS Resolution Error") and ``403`` (its edge's
+#: blocks, same docs: 1006–1008 a banned address, 1009 a country, 1010 the client's
+#: signature, 1012 access denied, 1020 a firewall rule — "the request never reaches the
+#: origin"; 2026-12-07). Read as Cloudflare's only when its page states its code
+#: (:func:`cloudflare_code`): a receiver behind Cloudflare answers its own 409 or 403 with
+#: Cloudflare's headers too (a webhook receiver's duplicate, Discord's own refusal).
+CLOUDFLARE_1XXX_NOT_SENT = frozenset({403, 409})
+#: The ``cf-mitigated`` value of Cloudflare's challenge page (Cloudflare's docs, "Detect a
+#: Challenge Page response": "the Challenge Page response (regardless of the Challenge Page
+#: type) will have the cf-mitigated header present and set to challenge"; "challenge is the
+#: only valid value"), read in any case, blanks around.
+CLOUDFLARE_CHALLENGE = "challenge"
 #: ``Server`` values Cloudflare's edge writes (``cloudflare``; ``cloudflare-nginx`` on older
 #: zones), read in any case, blanks around.
 CLOUDFLARE_SERVERS = frozenset({"cloudflare", "cloudflare-nginx"})
@@ -287,11 +295,25 @@ def cloudflare_code(response: httpx.Response) -> int | None:
     return int(said.group(1)) if said is not None else None
 
 
+def cloudflare_challenged(status: int, headers: httpx.Headers) -> bool:
+    """Whether an answer is Cloudflare's challenge page standing in the origin's place: an
+    answer through Cloudflare's edge (:func:`cloudflares_answer`) saying
+    ``cf-mitigated: challenge`` (:data:`CLOUDFLARE_CHALLENGE`) under a status of refusal
+    (4xx, 5xx) but 429, whose reading as a limit (the route waits, route-wide) stands. The
+    origin never had the request: a client with no browser never passes it, and the next
+    attempt may not meet it (2026-12-07)."""
+    mitigated = headers.get("cf-mitigated", "").strip().lower()
+    return mitigated == CLOUDFLARE_CHALLENGE and 400 <= status < 600 and status != 429 and cloudflares_answer(headers)
+
+
 def cloudflare_reads_body(status: int, headers: httpx.Headers) -> bool:
     """Whether reading an answer as Cloudflare's own (:func:`cloudflare_said`) takes its body:
-    a :data:`CLOUDFLARE_1XXX_NOT_SENT` status (409) or a 530 through Cloudflare's edge, whose
-    page states its 1xxx code (:func:`cloudflare_code`). A caller that otherwise reads no
-    body — a push, whose answer is its status line — reads this one's (2026-12-07)."""
+    a :data:`CLOUDFLARE_1XXX_NOT_SENT` status (403, 409) or a 530 through Cloudflare's edge,
+    whose page states its 1xxx code (:func:`cloudflare_code`) — but a challenge page, known by
+    its header alone (:func:`cloudflare_challenged`). A caller that otherwise reads no body —
+    a push, whose answer is its status line — reads this one's (2026-12-07)."""
+    if cloudflare_challenged(status, headers):
+        return False
     return cloudflares_answer(headers) and (status in CLOUDFLARE_1XXX_NOT_SENT or status == 530)
 
 
@@ -301,18 +323,22 @@ class CloudflareSaid:
 
     Attributes:
         reached: False: the origin never had the request (:data:`CLOUDFLARE_NOT_SENT`, its
-            1xxx page under a :data:`CLOUDFLARE_1XXX_NOT_SENT` status); True: the origin had
-            it and its answer was lost (:data:`CLOUDFLARE_MAYBE_PROCESSED`).
+            1xxx page under a :data:`CLOUDFLARE_1XXX_NOT_SENT` status, its challenge page);
+            True: the origin had it and its answer was lost (:data:`CLOUDFLARE_MAYBE_PROCESSED`).
         code: the 1xxx code its page stated (:func:`cloudflare_code`), or None.
+        challenge: the answer is Cloudflare's challenge page (:func:`cloudflare_challenged`).
     """
 
     reached: bool
     code: int | None = None
+    challenge: bool = False
 
     def words(self, status: int) -> str:
         """How a report says it: ``HTTP 409 from Cloudflare in front of the receiver (error
-        code 1001)``."""
+        code 1001)``, ``HTTP 403 from Cloudflare in front of the receiver (its challenge page)``."""
         stated = f" (error code {self.code})" if self.code is not None else ""
+        if self.challenge:
+            stated = " (its challenge page)"
         return f"HTTP {status} from Cloudflare in front of the receiver{stated}"
 
 
@@ -320,16 +346,20 @@ def cloudflare_said(response: httpx.Response) -> CloudflareSaid | None:
     """The one reading of an answer Cloudflare gave itself about the origin behind it
     (:func:`cloudflares_answer`): the routes' (:func:`cloudflare_error`) and a callback
     push's (:mod:`activities.push_events`, since 2026-12-07: Cloudflare's 409 page was the
-    consumer's "already recorded", the push recorded delivered, nothing sent). None for any
-    other answer — another status, or one no header says is Cloudflare's: the receiver's
-    own.
+    consumer's "already recorded", the push recorded delivered, nothing sent; its 403 page
+    — a 1xxx block, 1020 a firewall rule — and its challenge page were the consumer's "other
+    4xx", the event dead-lettered at once, never received; on the routes they were the
+    receiver's refusal, ``route_refused``). None for any other answer — another status, or
+    one no header says is Cloudflare's: the receiver's own.
 
-    Its body is read only for a 409 or a 530 (:func:`cloudflare_reads_body`): ``response``
-    must then hold it, read.
+    Its body is read only for a 403, a 409 or a 530 (:func:`cloudflare_reads_body`):
+    ``response`` must then hold it, read.
     """
     status = response.status_code
     if not cloudflares_answer(response.headers):
         return None
+    if cloudflare_challenged(status, response.headers):
+        return CloudflareSaid(reached=False, challenge=True)
     if status in CLOUDFLARE_NOT_SENT or status in CLOUDFLARE_1XXX_NOT_SENT:
         code = cloudflare_code(response) if cloudflare_reads_body(status, response.headers) else None
         if status in CLOUDFLARE_1XXX_NOT_SENT and code is None:
@@ -357,9 +387,10 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
     any other answer (another status, one no header says is Cloudflare's: the route's own
     reading — a 5xx not the platform's, which may follow a post).
 
-    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526, 530), and a
-      :data:`CLOUDFLARE_1XXX_NOT_SENT` status (409) whose body is Cloudflare's own 1xxx
-      error page (:func:`cloudflare_code`: 1001 DNS resolution error): the request never
+    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526, 530), a
+      :data:`CLOUDFLARE_1XXX_NOT_SENT` status (403, 409) whose body is Cloudflare's own 1xxx
+      error page (:func:`cloudflare_code`: 1001 DNS resolution error, 1020 a firewall
+      rule), and its challenge page (:func:`cloudflare_challenged`): the request never
       reached the receiver — one attempt, retried, *not* ambiguous (no duplicate possible,
       on an at-most-once route too), no answer of the receiver's (never counted in a
       streak), never the receiver's duplicate nor its refusal.
@@ -377,7 +408,8 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
     another ``webhook-id``). Until 2026-12-07 too, 530 was a gateway error on Telegram and
     Discord, and Cloudflare's 409 page (``error code: 1001``) the *receiver's duplicate* on
     the webhook route — the work recorded delivered, nothing sent (``the route's refusal``
-    on Telegram and Discord).
+    on Telegram and Discord); and its 403 page and its challenge page were the receiver's
+    refusal on every route (``route_refused``: the work held back, the route's streak).
 
     Args:
         route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
@@ -393,7 +425,8 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
         return RouteError(
             reason,
             f"{route}: {said.words(status)}: the origin was never reached "
-            "(down, unreachable, its name unresolved, its connection or TLS refused); not sent, retried",
+            "(down, unreachable, its name unresolved, its connection or TLS refused, or Cloudflare "
+            "blocked or challenged the request itself); not sent, retried",
             retry_after_s=stated_delay_s(response.headers),
         )
     return RouteError(

@@ -41,8 +41,10 @@ error (502, 504) or any 5xx that is not Discord's error JSON (Cloudflare's HTML 
 proxy's JSON of another shape) → *ambiguous* (the gateway may have forwarded the
 request) — either waits the delay its ``Retry-After`` states (Discord's own in its API
 version's unit, anything else HTTP's seconds; until 2026-12-07 ignored) — save
-Cloudflare's own 521, 522, 523, 525, 526 and 530, and its 1xxx page under a 409 (its
-``Server: cloudflare`` or ``CF-RAY``: Discord was never reached) → retried, not ambiguous,
+Cloudflare's own 521, 522, 523, 525, 526 and 530, its 1xxx page under a 403 or a 409 and
+its challenge page (``cf-mitigated: challenge``; its ``Server: cloudflare`` or ``CF-RAY``:
+Discord was never reached; the 403 and the challenge ``route_refused`` until 2026-12-07)
+→ retried, not ambiguous,
 on an at-most-once route too (:func:`~curaflow.routes.base.cloudflare_error`, the one
 reading of every route; until 2026-12-07 ambiguous, the work ``delivery_unknown`` for
 good — the 530 and the 409 until 2026-12-07 too; its 520 and 524, after which Discord may

@@ -69,10 +69,11 @@ JSON 5xx other than 502/504                   retried (Telegram did not post it)
                                               (``stated_delay_s``; until 2026-12-07
                                               ignored)
 Cloudflare's own 521, 522, 523, 525, 526,     retried, not ambiguous: the Bot API server
-530, its 1xxx page under a 409                was never reached (``cloudflare_error`` in
-(``Server: cloudflare`` or ``CF-RAY``: a      :mod:`curaflow.routes.base`; until
-Bot API server behind Cloudflare)             2026-12-07 ambiguous, the 409 the
-                                              route's); its 520, 524 stay ambiguous
+530, its 1xxx page under a 403 or a 409, its  was never reached (``cloudflare_error`` in
+challenge page (``cf-mitigated``)             :mod:`curaflow.routes.base`; until
+(``Server: cloudflare`` or ``CF-RAY``: a      2026-12-07 ambiguous, the 409, the 403
+Bot API server behind Cloudflare)             and the challenge the route's); its 520,
+                                              524 stay ambiguous
 a status HTTP does not define (600–999),      *ambiguous*, as a 5xx not the Bot API's
 whatever its body (the Bot API's shape too)   (RFC 9110 §15; ``undefined_status_error``
                                               in :mod:`curaflow.routes.base`, every

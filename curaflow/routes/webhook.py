@@ -45,9 +45,11 @@ only when the receiver says the work is the problem):
 Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
 522, 523, 525, 526,     the receiver had it: one attempt, *ambiguous*
 530, its 1xxx page      (:func:`~curaflow.routes.base.cloudflare_error`, the one
-under a 409 / 520, 524  reading of every route; until 2026-12-07 Cloudflare's 409
-                        page was the receiver's duplicate: the work recorded
-                        delivered, never sent); a ``Retry-After`` is waited
+under a 403 or a 409,   reading of every route; until 2026-12-07 Cloudflare's 409
+its challenge page      page was the receiver's duplicate: the work recorded
+(``cf-mitigated``) /    delivered, never sent, and its 403 page and challenge
+520, 524                page the receiver's refusal, ``route_refused``); a
+                        ``Retry-After`` is waited
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429

@@ -27,8 +27,11 @@ a ``409`` stating a 1xxx code (Cloudflare "will return a 409 response for Error 
 Resolution Error") say the request never reached the receiver — until 2026-12-07 the
 first was a gateway error on Telegram and Discord (the work ``delivery_unknown`` for good)
 and the second a *duplicate* on the webhook route: the work recorded delivered, never
-sent. A 1xxx page under 403 (1020 access denied, 1006–1010 banned) or 429 (1015 rate
-limited) is the route's refusal or the route's rate limit, never the work's.
+sent. A 1xxx page under 403 (1020 access denied, 1006–1010 banned) and Cloudflare's
+challenge page (``cf-mitigated: challenge``) say the same: Cloudflare's edge stood in the
+receiver's place — not sent, one retried attempt (until 2026-12-07 the route's refusal,
+the work held back; a callback push dead-lettered at once). Under 429 (1015 rate limited)
+it is the route's rate limit, never the work's.
 """
 
 from __future__ import annotations
@@ -200,15 +203,57 @@ async def test_a_1xxx_page_without_cloudflares_headers_keeps_the_routes_reading(
     assert receipt.duplicate
 
 
+def not_sent(err: RouteError) -> None:
+    """``err`` is one attempt that sent nothing: retried, not ambiguous, no answer of the receiver's."""
+    assert not err.ambiguous and not err.permanent and not err.rate_limited, str(err)
+    assert err.reason in (TerminalReason.DELIVERY_FAILED, TerminalReason.TELEGRAM_FAILED), err.reason
+    assert owner_of(err.reason) == Owner.ROUTE
+    assert err.answer is None, "Cloudflare's word in front of the receiver is no answer of the receiver's"
+    assert "cloudflare" in str(err).lower(), str(err)
+
+
 @pytest.mark.parametrize("form", ["text", "html"])
 @pytest.mark.parametrize("code", [1006, 1009, 1010, 1012, 1020])
 @pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
-async def test_cloudflare_denying_access_is_the_routes_never_the_works(
+async def test_cloudflare_denying_access_is_one_attempt_not_sent(
     tmp_path: Path, route_of: Any, code: int, form: str
 ) -> None:
+    # Cloudflare's edge blocked the request (a firewall rule, a banned address or
+    # signature): the receiver never had it — one retried attempt, the reading a callback
+    # push gives it too (curaflow.routes.base.cloudflare_said). Until 2026-12-07 it was the
+    # receiver's refusal here (route_refused: the work held back, the route's streak) and
+    # dead-lettered a push at once.
     err = await failure(route_of, cloudflare_1xxx(403, code, form), tmp_path)
-    assert err.reason == TerminalReason.ROUTE_REFUSED and owner_of(err.reason) == Owner.ROUTE, (err.reason, str(err))
-    assert not err.ambiguous
+    not_sent(err)
+    assert str(code) in str(err), str(err)
+
+
+CHALLENGE = "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body></body></html>"
+
+
+@pytest.mark.parametrize("status", [403, 503, 400])
+@pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
+async def test_cloudflares_challenge_page_is_one_attempt_not_sent(tmp_path: Path, route_of: Any, status: int) -> None:
+    # Cloudflare's challenge page (`cf-mitigated: challenge`, Cloudflare's docs "Detect a
+    # Challenge Page response": set on every challenge page) stands in the receiver's place.
+    headers = {"content-type": "text/html", "cf-mitigated": "challenge", **CF}
+    err = await failure(route_of, lambda _r: httpx.Response(status, text=CHALLENGE, headers=headers), tmp_path)
+    not_sent(err)
+    assert "challenge" in str(err), str(err)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"text": '{"error": "forbidden"}', "headers": {"content-type": "application/json", **CF}},
+        {"text": "error code: 1020", "headers": {"content-type": "text/plain"}},  # no header of Cloudflare's
+        {"text": CHALLENGE, "headers": {"content-type": "text/html", "cf-mitigated": "challenge"}},
+        {"text": "{}", "headers": {"content-type": "application/json", "cf-mitigated": "block", **CF}},
+    ],
+)
+async def test_the_receivers_own_403_keeps_the_routes_reading(tmp_path: Path, answer: dict[str, Any]) -> None:
+    err = await failure(webhook, lambda _r: httpx.Response(403, **answer), tmp_path)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and err.permanent, (err.reason, str(err))
 
 
 @pytest.mark.parametrize("form", ["text", "html"])

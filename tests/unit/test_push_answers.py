@@ -297,3 +297,89 @@ async def test_a_worker_without_the_callback_secret_leaves_the_push_to_a_worker_
     assert "api.callback_secret" in str(failed.value)
     assert claims == []
     assert metrics.CONFIG_MISMATCHES.labels(kind="setting", name="api.callback_secret")._value.get() == before + 1
+
+
+#: Cloudflare's own answers in front of a receiver whose status is a 4xx (or its challenge's
+#: 503): a 1xxx page under a 403 (1020 a firewall rule, 1010 the client's signature, 1012
+#: access denied, as text or its HTML page), or a challenge page (``cf-mitigated: challenge``,
+#: Cloudflare's docs "Detect a Challenge Page response"). The consumer never had the event.
+CLOUDFLARE_HTML_1XXX = (
+    b"<!DOCTYPE html><html><head><title>Attention Required! | Cloudflare</title></head><body>"
+    b'<h1><span class="cf-error-type">Error</span><span class="cf-error-code">1010</span></h1></body></html>'
+)
+CHALLENGE_PAGE = b"<!DOCTYPE html><html><head><title>Just a moment...</title></head><body></body></html>"
+NOT_THE_RECEIVERS = {
+    "403-1020-text": Behaviour(
+        "ok", status=403, body=b"error code: 1020", content_type="text/plain", headers=CLOUDFLARE
+    ),
+    "403-1012-text": Behaviour(
+        "ok", status=403, body=b"error code: 1012", content_type="text/plain", headers=CLOUDFLARE
+    ),
+    "403-1010-html": Behaviour(
+        "ok", status=403, body=CLOUDFLARE_HTML_1XXX, content_type="text/html", headers=CLOUDFLARE
+    ),
+    "403-challenge": Behaviour(
+        "ok",
+        status=403,
+        body=CHALLENGE_PAGE,
+        content_type="text/html",
+        headers=(*CLOUDFLARE, ("cf-mitigated", "challenge")),
+    ),
+    "503-challenge": Behaviour(
+        "ok",
+        status=503,
+        body=CHALLENGE_PAGE,
+        content_type="text/html",
+        headers=(*CLOUDFLARE, ("cf-mitigated", "challenge")),
+    ),
+    "400-challenge": Behaviour(
+        "ok",
+        status=400,
+        body=CHALLENGE_PAGE,
+        content_type="text/html",
+        headers=(("cf-ray", "8f2c1a2b3c4d5e6f-FRA"), ("cf-mitigated", "Challenge")),
+    ),
+}
+
+
+@pytest.mark.parametrize("answer", list(NOT_THE_RECEIVERS))
+async def test_cloudflares_own_refusal_in_front_of_the_receiver_is_a_retried_attempt(answer: str) -> None:
+    # "Other 4xx -> dead-letter at once" is the receiver's refusal. Cloudflare's block or
+    # challenge in front of it is not: the consumer never had the event — one counted,
+    # backed-off attempt, dead only once its attempts ran out (until 2026-12-07 dead at once).
+    party = await HostileParty(default=NOT_THE_RECEIVERS[answer]).start()
+    activity = pusher()
+    try:
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert sent.verdict == Verdict.RETRY, sent
+    assert sent.never_reached is not None and "Cloudflare" in sent.never_reached, sent
+    assert sent.error is not None and "never reached" in sent.error, sent.error
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        # the receiver's own 403 through Cloudflare (its JSON, its words quoting a code)
+        Behaviour("ok", status=403, body=b'{"error": "forbidden"}', headers=CLOUDFLARE),
+        Behaviour("ok", status=403, body=b"error code: 1020 of ours", content_type="text/plain", headers=CLOUDFLARE),
+        # Cloudflare's words with no header of Cloudflare's: not its answer
+        Behaviour("ok", status=403, body=b"error code: 1020", content_type="text/plain"),
+        Behaviour(
+            "ok", status=403, body=CHALLENGE_PAGE, content_type="text/html", headers=(("cf-mitigated", "challenge"),)
+        ),
+        # a challenge header on an answer that is Cloudflare's but whose value is another
+        Behaviour("ok", status=403, body=b"{}", headers=(*CLOUDFLARE, ("cf-mitigated", "block"))),
+    ],
+)
+async def test_the_receivers_own_403_stays_dead_at_once(behaviour: Behaviour) -> None:
+    party = await HostileParty(default=behaviour).start()
+    activity = pusher()
+    try:
+        sent = await ActivityEnvironment().run(activity._send, claimed(party.url + "/cb"), TIMEOUT_S)
+    finally:
+        await activity.deps.client_for("pushes").aclose()
+        await party.stop()
+    assert (sent.status, sent.verdict, sent.never_reached) == (403, Verdict.DEAD, None), sent
