@@ -45,9 +45,17 @@ completes is never "sent". A request whose connection broke while it was being w
 leave: the party cannot have acted on it, so it is not sent either — with no answer it is
 :class:`~curaflow.outbound.errors.RequestNotWhole` (an ``httpx.WriteError``; until
 2026-12-06 it was the read's failure, taken for a request that had left: ambiguous). A
-write cut by curaflow itself (the time limit, a cancel) stays sent: what was handed to
-the connection may still leave while it closes. A caller that may cut a send from
-outside (a cancel) asks :func:`in_flight` whether a request of it was out when it cut.
+write cut by curaflow itself (the time limit, a cancel) is sent once the body's last
+bytes were handed to the connection (:class:`_BodyEnd`: the part reaching its
+``Content-Length``, or a chunked body's end) — what was handed on may still leave while
+the connection closes, the last write's (the final empty chunk's) whole —, and not sent
+before: the request's end never left this process, so the party never had it whole and
+cannot have acted on it (until 2026-12-07 every cut after the head started was "maybe
+sent": a Telegram or Discord album cut on a slow uplink every time ended
+``delivery_unknown``, the work held on the route for good). That point is never later
+than httpcore's ``send_request_body.complete``; the connection pool speaks HTTP/1.1 only
+(no h2), and the rule is the body's, whatever the protocol. A caller that may cut a send
+from outside (a cancel) asks :func:`in_flight` whether a request of it was out when it cut.
 """
 
 from __future__ import annotations
@@ -121,8 +129,9 @@ _IN_FLIGHT: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar("in
 def in_flight() -> Iterator[InFlight]:
     """Count the requests of the exchanges made inside (also by tasks created inside,
     which copy the context) that are out: a request counts from the moment its headers
-    start to leave until its exchange ended (the answer read, or an error raised) or its
-    connection broke while it was being written (the party reset it), so a request cut
+    start to leave until its exchange ended (the answer read, or an error raised), its
+    connection broke while it was being written (the party reset it), or it was cut
+    before its body's last bytes were handed on (:class:`_BodyEnd`), so a request cut
     while connecting or in the TLS handshake, or whose end never left, never counts."""
     flight = InFlight()
     token = _IN_FLIGHT.set(flight)
@@ -184,28 +193,81 @@ class Limits:
     keep_bytes: int | None = None
 
 
+class _BodyEnd(httpx.AsyncByteStream):
+    """A request's body as httpcore takes it, part by part, to write each to the
+    connection: it notes when the body's *last* bytes were handed on.
+
+    ``handed`` is True once the part holding the body's last byte was taken — by the
+    length its ``Content-Length`` states (at once for a body of none: the request's head
+    is then all of it), or, for a chunked body, once the body ended (the terminating
+    empty chunk is written next). It is set before that part's write begins, so a write
+    cut after its bytes were handed to the connection — the last part's, or the final
+    empty chunk's, which may have left whole before the cut — is never taken for one
+    that was not.
+
+    Args:
+        stream: the request's body.
+        length: its ``Content-Length``; None for a chunked body.
+    """
+
+    def __init__(self, stream: httpx.AsyncByteStream, length: int | None) -> None:
+        self._stream = stream
+        self._left = length
+        self.handed = length == 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            if self._left is not None:
+                self._left -= len(part)
+                if self._left <= 0:
+                    self.handed = True
+            yield part
+        self.handed = True
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _body_length(request: httpx.Request) -> int | None:
+    """The number of body bytes ``request`` says it carries — its ``Content-Length``, 0
+    when it states neither a length nor ``Transfer-Encoding: chunked`` (HTTP/1.1: no body)
+    — or None for a chunked body (its end is the empty chunk that follows the last part)."""
+    length = request.headers.get("content-length", "").strip()
+    if length.isdigit():
+        return int(length)
+    if "chunked" in request.headers.get("transfer-encoding", "").lower():
+        return None
+    return 0
+
+
 class _Trace:
     """httpcore trace hook: remembers whether the request started to leave and whether
-    writing it failed before its end (and counts it in the caller's :class:`InFlight`
-    from its first byte until :meth:`ended`, or until writing it failed).
+    its end may have left (and counts it in the caller's :class:`InFlight` from its first
+    byte until :meth:`ended`, or until writing it failed).
 
     Attributes:
         sent: the request's headers started to leave.
         broken: the connection broke while the request's headers or body were written
             (httpcore's ``WriteError``: the party reset or closed it): its end never left,
             so the party never had the whole request.
+        body: the request's body as httpcore takes it (:class:`_BodyEnd`: whether its last
+            bytes were handed to the connection); None for a request sent without one.
     """
 
     def __init__(self, flight: InFlight | None) -> None:
         self.sent = False
         self.broken = False
+        self.body: _BodyEnd | None = None
         self._flight = flight
 
     @property
     def left(self) -> bool:
-        """Whether the whole request may have reached the party: it started to leave and
-        writing it did not fail (written to its end, or still being written)."""
-        return self.sent and not self.broken
+        """Whether the whole request may have reached the party: it started to leave,
+        writing it did not fail, and its last bytes were handed to the connection
+        (:class:`_BodyEnd`) — written to its end, or its last write under way. A request
+        cut (the time limit, a cancel) while its body was still being handed on never left
+        whole: its end never left this process, and the party cannot have acted on it."""
+        return self.sent and not self.broken and (self.body is None or self.body.handed)
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event.endswith("receive_response_headers.started"):
@@ -446,6 +508,9 @@ class Outbound:
         ask_only_decoded(request)
         trace = _Trace(_IN_FLIGHT.get())
         request.extensions = {**request.extensions, "trace": trace}
+        if isinstance(request.stream, httpx.AsyncByteStream):
+            trace.body = _BodyEnd(request.stream, _body_length(request))
+            request.stream = trace.body
         budget = time_left(limits.time_s)
         by_deadline = budget < limits.time_s
         if budget <= 0:
@@ -465,11 +530,14 @@ class Outbound:
                     await response.aclose()
         except TimeoutError:
             # Cut by the time limit: the caller classifies it (sent → ambiguous; a request
-            # whose connection broke under the write before → not sent) and the exchange is over.
+            # whose connection broke under the write before, or whose body's end was never
+            # handed on → not sent) and the exchange is over.
             trace.ended()
             raise time_limit_error(budget, trace.left, request, by_deadline=by_deadline) from None
         except asyncio.CancelledError:
-            raise  # cut from outside: still counted as out, its outcome unknown
+            if not trace.left:
+                trace.ended()  # its end never left: not out
+            raise  # cut from outside: a request whose end may have left stays out, its outcome unknown
         except httpx.TransportError as err:
             trace.ended()
             if trace.broken and not answered:

@@ -4,12 +4,14 @@
   :class:`AddressRefused` says the origin was allowed and the name led, at connect time,
   only to addresses the guard never connects to: the network's answer of the moment.
 * :class:`TimeLimitBeforeSending` is an ``httpx.ConnectTimeout``: the attempt's total time
-  ran out before the request's headers started to leave (nothing reached the party), or
-  after its connection broke under the write (:class:`RequestNotWhole`'s case).
-* :class:`TimeLimitAfterSending` is an ``httpx.ReadTimeout``: the request (or part of it)
-  was out when the time ran out — the party may have acted on it (ambiguous): a write the
-  time limit cuts stays out, since what was handed to the connection may still leave
-  while it closes.
+  ran out before the request's headers started to leave (nothing reached the party),
+  after its connection broke under the write (:class:`RequestNotWhole`'s case), or while
+  its body was still being handed to the connection, its last bytes not yet (the request
+  never left whole; since 2026-12-07 — before, "maybe sent").
+* :class:`TimeLimitAfterSending` is an ``httpx.ReadTimeout``: the whole request may have
+  been out when the time ran out — the party may have acted on it (ambiguous): a write the
+  time limit cuts once the body's last bytes were handed on stays out, since what was
+  handed to the connection may still leave while it closes.
 * :class:`RequestNotWhole` is an ``httpx.WriteError``: the connection failed (a reset, a
   close) while the request was being written and no answer came — nothing was sent.
 * :class:`AnswerTooLarge` is an ``httpx.DecodingError``: the answer was longer than the
@@ -110,7 +112,8 @@ def time_limit_error(
     """The :class:`TimeLimitExceeded` for a cut attempt (before / after sending)."""
     cls = TimeLimitAfterSending if sent else TimeLimitBeforeSending
     err = cls(
-        f"total time limit of {limit_s:.3g} s reached " + ("after the request left" if sent else "before sending"),
+        f"total time limit of {limit_s:.3g} s reached "
+        + ("after the request left" if sent else "before sending: before the request left whole"),
         request=request,
     )
     err.limit_s, err.sent, err.by_deadline = limit_s, sent, by_deadline

@@ -127,11 +127,13 @@ async def test_a_request_the_party_reset_before_it_wholly_left_was_not_sent(part
     await out.aclose()
 
 
-async def test_a_write_cut_by_curaflow_itself_stays_sent(party: HostileParty) -> None:
+async def test_a_write_cut_by_curaflow_after_its_last_bytes_were_handed_on_stays_sent(party: HostileParty) -> None:
     # Guard: the party never reads the body and the total time (or a cancel) cuts the
-    # write. That cut is curaflow's own, not the connection breaking: what was handed to
-    # the connection may still leave while it closes, so the request stays out
-    # (ambiguous), as before — only a connection the party broke says its end never left.
+    # write of the body's one chunk — its last bytes, handed to the connection whole.
+    # What was handed on may still leave while the connection closes (the kernel sends
+    # what it holds), so the request stays out (ambiguous), as before: only a request
+    # whose last bytes were never handed on (next test) or whose connection the party
+    # broke says its end never left.
     party.default = Behaviour("never_read", interval_s=4.0)
     out = trusted(party)
     with pytest.raises(TimeLimitExceeded) as caught:
@@ -150,6 +152,73 @@ async def test_a_write_cut_by_curaflow_itself_stays_sent(party: HostileParty) ->
         with pytest.raises(asyncio.CancelledError):
             await task
         assert flight.out == 1  # still counted out: its outcome is unknown
+    await out.aclose()
+
+
+#: The same body in parts of 1 MiB, as a route hands its uploads on (a webhook's parts, an
+#: album's photos): its last bytes are handed to the connection only once every part
+#: before them was taken.
+PART = 1024 * 1024
+
+
+async def body_in_parts() -> Any:
+    for at in range(0, len(BODY_OVER_BUFFERS), PART):
+        yield BODY_OVER_BUFFERS[at : at + PART]
+
+
+UPLOADS = {
+    "length": lambda: {"content": body_in_parts(), "headers": {"content-length": str(len(BODY_OVER_BUFFERS))}},
+    "chunked": lambda: {"content": body_in_parts()},
+    "album": lambda: {
+        "data": {"media": "[]"},
+        "files": {f"file{i}": (f"{i}.jpg", BODY_OVER_BUFFERS[: 8 * PART], "image/jpeg") for i in range(6)},
+    },
+}
+
+
+@pytest.mark.parametrize("upload", list(UPLOADS))
+async def test_an_upload_cut_by_curaflow_before_its_end_was_handed_on_was_not_sent(
+    party: HostileParty, upload: str
+) -> None:
+    # A slow uplink (here: a party that never reads) and curaflow's own time limit (or a
+    # cancel) cut the upload while its body is still being handed to the connection: its
+    # last bytes never left this process, so the party never had the whole request and
+    # cannot have acted on it — not sent, one attempt, as a connection the party broke.
+    # Until 2026-12-07 it was "maybe sent": an album cut so every time ended
+    # `delivery_unknown`, the work held on the route for good.
+    party.default = Behaviour("never_read", interval_s=4.0)
+    out = trusted(party)
+    with in_flight() as flight, pytest.raises(TimeLimitExceeded) as caught:
+        await out.request("POST", party.url + "/hook", limits=Limits(time_s=1.0), **UPLOADS[upload]())
+    assert not caught.value.sent and isinstance(caught.value, httpx.ConnectTimeout), repr(caught.value)
+    assert "before the request left whole" in str(caught.value)
+    assert flight.out == 0
+    with in_flight() as flight:
+        task = asyncio.create_task(
+            out.request("POST", party.url + "/hook", limits=Limits(time_s=30), **UPLOADS[upload]())
+        )
+        await eventually(
+            lambda: bool(len(party.connections) > 1 and party.connections[-1].request_line),
+            timeout_s=10,
+            what="the request's headers at the party",
+        )
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert flight.out == 0  # not out: its end never left
+    await out.aclose()
+
+
+async def test_an_upload_handed_on_whole_and_unanswered_stays_sent(party: HostileParty) -> None:
+    # The whole body in parts, read by the party, which then answers nothing: the request
+    # left whole, the party may have acted on it — ambiguous.
+    party.default = Behaviour("hang")
+    out = trusted(party)
+    for body in (UPLOADS["length"](), UPLOADS["chunked"](), {"content": b"{}"}, {}):
+        with in_flight() as flight, pytest.raises(TimeLimitExceeded) as caught:
+            await out.request("POST", party.url + "/hook", limits=Limits(time_s=1.0), **body)
+        assert caught.value.sent and isinstance(caught.value, httpx.ReadTimeout), repr(caught.value)
+        assert flight.out == 0  # the exchange ended (its outcome is the caller's to judge)
     await out.aclose()
 
 
