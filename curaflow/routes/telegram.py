@@ -6,8 +6,9 @@ Referer):
 * one image within the photo limits (≤ 10 MiB, width + height ≤ 10000, aspect ratio
   ≤ 20) → ``sendPhoto``; otherwise → ``sendDocument`` (≤ 50 MiB, else the work is
   ``over_route_limit``: curaflow's limit, nothing sent). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
-  …, or "too big for a photo": :func:`photo_refused`) is sent again as a document in the same attempt (a 400
-  means nothing was posted);
+  …, "too big for a photo", or a chat that takes no photos — "not enough rights to send photos to the
+  chat": :func:`photo_refused`) is sent again as a document in the same attempt (a 400 means nothing was
+  posted);
 * an animation (an ugoira, one animated GIF with frame delays) → ``sendAnimation``
   (Telegram shows it playing; ≤ 50 MiB like a document);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
@@ -239,12 +240,24 @@ PHOTO_TOO_BIG = re.compile(
     r'file (?:"[^"]*" )?of size \d+ bytes is too big for a photo(?:; the maximum size is \d+ bytes)?'
 )
 
+#: TDLib's words for a chat whose members may not send photos (Telegram's granular rights:
+#: ``can_send_photos`` apart from ``can_send_documents``, Bot API 6.5; td
+#: ``can_send_message_content``: "Not enough rights to send photos to the chat", a 400 the
+#: Bot API quotes as "Bad Request: not enough rights to send photos to the chat"; whole,
+#: lowercased, as :func:`stated_phrase` reads a description): the page cannot go there as a
+#: *photo* — never that it cannot go —, so it goes again as a document (:func:`photo_refused`),
+#: whose own refusal ("… to send documents …") is the route's. Until 2026-12-07 it was the
+#: route's refusal: the work held back and sent as a photo again after each hold, three
+#: works so pausing the route, though a document would have gone.
+NO_PHOTO_RIGHTS = "not enough rights to send photos to the chat"
+
 
 def photo_refused(phrase: str) -> bool:
     """Whether ``phrase`` (a description as :func:`stated_phrase` reads it) says a page
-    cannot be a photo and may go as a document: one of :data:`PHOTO_REFUSED`, or TDLib's
-    photo size limit (:data:`PHOTO_TOO_BIG`)."""
-    return phrase in PHOTO_REFUSED or PHOTO_TOO_BIG.fullmatch(phrase) is not None
+    cannot be a photo and may go as a document: one of :data:`PHOTO_REFUSED`, TDLib's
+    photo size limit (:data:`PHOTO_TOO_BIG`), or a chat that takes no photos
+    (:data:`NO_PHOTO_RIGHTS`)."""
+    return phrase in PHOTO_REFUSED or phrase == NO_PHOTO_RIGHTS or PHOTO_TOO_BIG.fullmatch(phrase) is not None
 
 
 #: 400 phrases that blame the work's file itself — the only answers that do (any other

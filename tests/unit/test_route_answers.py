@@ -307,6 +307,66 @@ async def test_a_photo_telegram_finds_too_big_for_a_photo_is_sent_again_as_a_doc
 
 
 @pytest.mark.parametrize(
+    ("description", "pages"),
+    [
+        ("Bad Request: not enough rights to send photos to the chat", 1),
+        ("Bad Request: Not enough rights to send photos to the chat ", 3),
+        (
+            'Bad Request: failed to send message #1 with the error message "Not enough rights to send photos to '
+            'the chat"',
+            3,
+        ),
+    ],
+    ids=["photo", "album", "album-item"],
+)
+async def test_a_chat_that_takes_no_photos_gets_the_page_as_a_document(
+    tmp_path: Path, description: str, pages: int
+) -> None:
+    """A chat whose members may send documents but not photos (Telegram's granular
+    rights, ``can_send_photos`` apart from ``can_send_documents``): TDLib's "Not enough
+    rights to send photos to the chat" says the page cannot go as a *photo* there, never
+    that it cannot go — the route sends it again as a document in the same attempt, as for
+    "too big for a photo". Until 2026-12-07 it was the route's refusal (``route_refused``:
+    the work held back and sent as a photo again after its hold; three works so paused
+    the route), though a document would have gone."""
+    seen: list[str] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path.rsplit("/", 1)[-1])
+        if len(seen) == 1:
+            return httpx.Response(400, json={"ok": False, "error_code": 400, "description": description})
+        result: Any = [{"message_id": 7 + i} for i in range(pages)] if pages > 1 else {"message_id": 7}
+        return httpx.Response(200, json={"ok": True, "result": result})
+
+    receipt = await deliver(telegram, answer, tmp_path, pages=pages)
+    method = "sendPhoto" if pages == 1 else "sendMediaGroup"
+    again = "sendDocument" if pages == 1 else "sendMediaGroup"
+    assert seen == [method, again] and receipt.remote_id == "7", seen
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "Bad Request: not enough rights to send documents to the chat",  # the document's own refusal
+        "Bad Request: not enough rights to send photos to the chat",  # said of a document: not its words
+        "Bad Request: not enough rights to send photos to the chat or anything else",  # words inside another
+    ],
+)
+async def test_rights_refused_for_a_document_are_the_routes(tmp_path: Path, description: str) -> None:
+    # The page already goes as a document (an animation: never a photo): no other form is
+    # left, and the chat's rights are the route's — never the work's.
+    seen: list[str] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path.rsplit("/", 1)[-1])
+        return httpx.Response(400, json={"ok": False, "error_code": 400, "description": description})
+
+    err = await failure(telegram, answer, tmp_path, animated=True)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and err.permanent, (err.reason, str(err))
+    assert seen == ["sendAnimation"], seen
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         tg_answer(429, "Too Many Requests"),
