@@ -257,6 +257,10 @@ CLOUDFLARE_MAYBE_PROCESSED = frozenset({520, 524})
 #: (:func:`cloudflare_code`): a receiver behind Cloudflare answers its own 409 or 403 with
 #: Cloudflare's headers too (a webhook receiver's duplicate, Discord's own refusal).
 CLOUDFLARE_1XXX_NOT_SENT = frozenset({403, 409})
+#: Of those, the status whose page says something passing (409: 1001, the origin's name not
+#: resolved): on a route, one attempt retried; every other 4xx of Cloudflare's own (its 403
+#: blocks, its challenge page under a 4xx) is the route's refusal there (:func:`cloudflare_error`).
+CLOUDFLARE_1XXX_TRANSIENT = frozenset({409})
 #: The ``cf-mitigated`` value of Cloudflare's challenge page (Cloudflare's docs, "Detect a
 #: Challenge Page response": "the Challenge Page response (regardless of the Challenge Page
 #: type) will have the cf-mitigated header present and set to challenge"; "challenge is the
@@ -387,13 +391,18 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
     any other answer (another status, one no header says is Cloudflare's: the route's own
     reading — a 5xx not the platform's, which may follow a post).
 
-    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526, 530), a
-      :data:`CLOUDFLARE_1XXX_NOT_SENT` status (403, 409) whose body is Cloudflare's own 1xxx
-      error page (:func:`cloudflare_code`: 1001 DNS resolution error, 1020 a firewall
-      rule), and its challenge page (:func:`cloudflare_challenged`): the request never
-      reached the receiver — one attempt, retried, *not* ambiguous (no duplicate possible,
-      on an at-most-once route too), no answer of the receiver's (never counted in a
-      streak), never the receiver's duplicate nor its refusal.
+    * :data:`CLOUDFLARE_NOT_SENT` (521, 522, 523, 525, 526, 530), Cloudflare's 409 page
+      (:data:`CLOUDFLARE_1XXX_TRANSIENT`: ``error code: 1001``, the origin's name not
+      resolved) and its challenge page under a 5xx (:func:`cloudflare_challenged`): the
+      request never reached the receiver — one attempt, retried, *not* ambiguous (no
+      duplicate possible, on an at-most-once route too), no answer of the receiver's (never
+      counted in a streak), never the receiver's duplicate nor its refusal.
+    * Cloudflare's own refusal under a 4xx — its 403 page stating a 1xxx block
+      (:func:`cloudflare_code`: 1006–1010 a ban, 1012, 1020 a firewall rule) or its challenge
+      page: nothing was sent, and the same request meets the same rule again — the route's
+      refusal (``route_refused``, permanent: the work held back, the route's streak pauses
+      it and pages), as a receiver's own 403 is; its code is kept in the answer. A callback
+      push, which has no route to pause, retries it (:mod:`activities.push_events`).
     * :data:`CLOUDFLARE_MAYBE_PROCESSED` (520, 524): the receiver had the request and may
       have acted on it — *ambiguous* (the webhook retried with the same ``webhook-id`` and
       remembered as possibly delivered; Telegram and Discord as ``on_ambiguous`` says), its
@@ -408,8 +417,8 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
     another ``webhook-id``). Until 2026-12-07 too, 530 was a gateway error on Telegram and
     Discord, and Cloudflare's 409 page (``error code: 1001``) the *receiver's duplicate* on
     the webhook route — the work recorded delivered, nothing sent (``the route's refusal``
-    on Telegram and Discord); and its 403 page and its challenge page were the receiver's
-    refusal on every route (``route_refused``: the work held back, the route's streak).
+    on Telegram and Discord); and its challenge page under a 5xx was the receiver's own 5xx
+    (ambiguous on Discord's 503).
 
     Args:
         route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
@@ -421,6 +430,19 @@ def cloudflare_error(route: str, response: httpx.Response, reason: TerminalReaso
     said = cloudflare_said(response)
     if said is None:
         return None
+    if not said.reached and 400 <= status < 500 and status not in CLOUDFLARE_1XXX_TRANSIENT:
+        # Cloudflare refused the request itself (a firewall rule, a ban, a challenge): nothing
+        # was sent, but the same request meets the same rule again — the route's refusal, as
+        # a receiver's own 403 is (the work held back, the route's streak pauses it and pages:
+        # fix the route). A callback push, with no route to pause, retries it instead
+        # (activities.push_events).
+        return RouteError(
+            TerminalReason.ROUTE_REFUSED,
+            f"{route}: {said.words(status)}: Cloudflare refused the request itself (a firewall rule, "
+            "a ban or a challenge), nothing was sent; fix the route (let curaflow's addresses through)",
+            permanent=True,
+            answer=f"HTTP {status} (Cloudflare{'' if said.code is None else f' {said.code}'})",
+        )
     if not said.reached:
         return RouteError(
             reason,

@@ -28,10 +28,12 @@ Resolution Error") say the request never reached the receiver — until 2026-12-
 first was a gateway error on Telegram and Discord (the work ``delivery_unknown`` for good)
 and the second a *duplicate* on the webhook route: the work recorded delivered, never
 sent. A 1xxx page under 403 (1020 access denied, 1006–1010 banned) and Cloudflare's
-challenge page (``cf-mitigated: challenge``) say the same: Cloudflare's edge stood in the
-receiver's place — not sent, one retried attempt (until 2026-12-07 the route's refusal,
-the work held back; a callback push dead-lettered at once). Under 429 (1015 rate limited)
-it is the route's rate limit, never the work's.
+challenge page (``cf-mitigated: challenge``) under a 4xx are Cloudflare's own refusal:
+nothing sent, and the same request meets the same rule again — the route's refusal
+(``route_refused``: the work held back, the route's streak pauses it), never the work's
+(a callback push, with no route to pause, retries it: ``test_push_answers``). Its
+challenge page under a 5xx is one retried attempt, not sent (until 2026-12-07 ambiguous on
+Discord's 503). Under 429 (1015 rate limited) it is the route's rate limit, never the work's.
 """
 
 from __future__ import annotations
@@ -203,6 +205,13 @@ async def test_a_1xxx_page_without_cloudflares_headers_keeps_the_routes_reading(
     assert receipt.duplicate
 
 
+def refused_by_cloudflare(err: RouteError) -> None:
+    """``err`` is Cloudflare's own refusal in front of the receiver: the route's, permanent, never ambiguous."""
+    assert err.reason == TerminalReason.ROUTE_REFUSED and owner_of(err.reason) == Owner.ROUTE, (err.reason, str(err))
+    assert err.permanent and not err.ambiguous and not err.rate_limited, str(err)
+    assert "cloudflare" in str(err).lower(), str(err)
+
+
 def not_sent(err: RouteError) -> None:
     """``err`` is one attempt that sent nothing: retried, not ambiguous, no answer of the receiver's."""
     assert not err.ambiguous and not err.permanent and not err.rate_limited, str(err)
@@ -215,17 +224,15 @@ def not_sent(err: RouteError) -> None:
 @pytest.mark.parametrize("form", ["text", "html"])
 @pytest.mark.parametrize("code", [1006, 1009, 1010, 1012, 1020])
 @pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
-async def test_cloudflare_denying_access_is_one_attempt_not_sent(
+async def test_cloudflare_denying_access_is_the_routes_refusal_never_the_works(
     tmp_path: Path, route_of: Any, code: int, form: str
 ) -> None:
     # Cloudflare's edge blocked the request (a firewall rule, a banned address or
-    # signature): the receiver never had it — one retried attempt, the reading a callback
-    # push gives it too (curaflow.routes.base.cloudflare_said). Until 2026-12-07 it was the
-    # receiver's refusal here (route_refused: the work held back, the route's streak) and
-    # dead-lettered a push at once.
+    # signature): nothing was sent, and sending it again meets the same rule — the route's
+    # refusal (the work held back, the route's streak pauses it and pages), its code named.
     err = await failure(route_of, cloudflare_1xxx(403, code, form), tmp_path)
-    not_sent(err)
-    assert str(code) in str(err), str(err)
+    refused_by_cloudflare(err)
+    assert str(code) in str(err) and err.answer is not None, (str(err), err.answer)
 
 
 CHALLENGE = "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body></body></html>"
@@ -233,12 +240,19 @@ CHALLENGE = "<!DOCTYPE html><html><head><title>Just a moment...</title></head><b
 
 @pytest.mark.parametrize("status", [403, 503, 400])
 @pytest.mark.parametrize("route_of", ROUTES, ids=ROUTE_IDS)
-async def test_cloudflares_challenge_page_is_one_attempt_not_sent(tmp_path: Path, route_of: Any, status: int) -> None:
+async def test_cloudflares_challenge_page_is_never_the_receivers_answer(
+    tmp_path: Path, route_of: Any, status: int
+) -> None:
     # Cloudflare's challenge page (`cf-mitigated: challenge`, Cloudflare's docs "Detect a
-    # Challenge Page response": set on every challenge page) stands in the receiver's place.
+    # Challenge Page response": set on every challenge page) stands in the receiver's place:
+    # under a 4xx the route's refusal (the same rule meets the request again), under a 5xx
+    # one attempt not sent (until 2026-12-07 ambiguous on Discord's 503).
     headers = {"content-type": "text/html", "cf-mitigated": "challenge", **CF}
     err = await failure(route_of, lambda _r: httpx.Response(status, text=CHALLENGE, headers=headers), tmp_path)
-    not_sent(err)
+    if status < 500:
+        refused_by_cloudflare(err)
+    else:
+        not_sent(err)
     assert "challenge" in str(err), str(err)
 
 
