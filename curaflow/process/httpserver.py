@@ -100,7 +100,9 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     head is awaited once that body has ended (until 2026-12-07 from the answer on: the body's
     rest counted as the next head, and the next request on the connection was answered
     ``431``, or an unasked ``408`` was sent while the body trickled in). That rest is read
-    for ``head_timeout_s`` at most, then the connection is closed.
+    for ``head_timeout_s`` at most, then the connection is closed; the body of a request
+    pipelined behind the one answered is that request's own, read by its route (until
+    2026-12-07 it was taken for the answered one's rest and its connection closed).
     A request asking to upgrade (``Upgrade: h2c`` from ``curl --http2``, ``websocket``) is
     read as the HTTP/1.1 request it also is, its body included (:data:`WEBSOCKETS`; the
     parser ends such a request at its head — until 2026-12-07 the app read an empty body).
@@ -257,10 +259,14 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
                 self._next_head()  # answered before its body ended: the next head comes now
 
         def on_response_complete(self) -> None:
+            # The body the parser is inside is the last request read's (``self.cycle``): the
+            # answered one's rest only when that request is the one answered — not a request
+            # pipelined behind it, whose body its own route reads (uvicorn starts it now).
+            answered_early = self._in_body and self.cycle is not None and self.cycle.response_complete
             super().on_response_complete()
             if not self._in_body:
                 self._next_head()
-            elif self._drain_timer is None and not self.transport.is_closing():
+            elif answered_early and self._drain_timer is None and not self.transport.is_closing():
                 # Answered before its body ended: the rest is read for the head's time at
                 # most (uvicorn's keep-alive timer stops at every byte that comes).
                 self._drain_timer = self.loop.call_later(head_timeout_s, self._drain_late)

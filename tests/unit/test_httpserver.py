@@ -209,3 +209,23 @@ async def test_the_rest_of_a_body_answered_early_is_read_for_the_heads_time_at_m
         writer.close()
     assert answer.startswith(b"HTTP/1.1 200 "), answer
     assert closed_after < 3, closed_after
+
+
+async def test_a_pipelined_requests_body_is_no_rest_of_the_answered_one() -> None:
+    """A request pipelined behind one still being served has its body read as its own
+    for as long as its route reads it: the head's time after the first answer bounds only
+    the rest of a body *answered* early. Until 2026-12-07 the pipelined request's body,
+    still arriving when the first was answered, was taken for the first's rest and its
+    connection closed the head's time later — that request lost, never answered."""
+
+    async def slow_first(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/slow":
+            await asyncio.sleep(0.2)
+        await _body_length(scope, receive, send)
+
+    first = b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+    second = b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+    then = b"GET /z HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    async with BackgroundServer(slow_first, http=bounded_http(0.3, max_head_bytes=1024)) as server:
+        answers = await _answers(server.url, first + second + b"abc", 0.4, b"de", 0.4, b"fg", 0.2, b"hij" + then)
+    assert answers == [b"HTTP/1.1 200 OK"] * 3
