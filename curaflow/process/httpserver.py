@@ -120,7 +120,9 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     first unknown byte, so the answer waits for the line's end (within the head's time and
     size). Judged only when the head's first byte is known — the connection's first request,
     or the next one once the previous was answered; a request pipelined behind another in
-    one read stays ``400``.
+    one read (also the read that ends the rest of a body answered early) stays ``400``.
+    A refusal of bytes behind requests still being served is written after their answers
+    (:meth:`_refuse`), a client reading answers in its requests' order.
 
     Args:
         head_timeout_s: longest wait for a whole head (``api.head_timeout_ms``), seconds.
@@ -142,6 +144,8 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         _body_after_upgrade = False  # a head asking to upgrade declared a body, which the parser left
         _framing_only = False  # the parser is fed a head that only frames a body already begun
         _drain_timer: asyncio.TimerHandle | None = None  # bounds the rest of a body answered early
+        _head_mid_read = False  # the awaited head may begin inside the read being parsed
+        _refusal_owed: bytes | None = None  # a refusal written once the requests before it are answered
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -163,10 +167,15 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
                     return
                 if self._line is not None and b"\n" not in self._line.lstrip(b"\r\n"):
                     self._line += data
+            if self._refusal_owed is not None:  # the parser is done with this connection
+                return
             if self._method_refused:  # the parser is done with this connection: the line decides
                 self._answer_unknown_method()
                 return
-            self._feed(data)
+            try:
+                self._feed(data)
+            finally:
+                self._head_mid_read = False
 
         def _feed(self, data: bytes) -> None:
             """uvicorn's ``data_received``, but a request asking to upgrade stays HTTP/1.1
@@ -230,8 +239,13 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             )
 
         def on_message_begin(self) -> None:
-            if not self._framing_only:
-                super().on_message_begin()
+            if self._framing_only:
+                return
+            if self._head_mid_read and self._line is not None:
+                # The head begins inside a read whose earlier bytes were another request's:
+                # its first bytes were never recorded, its request line cannot be judged.
+                self._line = None
+            super().on_message_begin()
 
         def on_url(self, url: bytes) -> None:
             if not self._framing_only:
@@ -257,8 +271,14 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             super().on_message_complete()
             if self.cycle is not None and self.cycle.response_complete:
                 self._next_head()  # answered before its body ended: the next head comes now
+                self._head_mid_read = True  # ... maybe in the rest of this read
 
         def on_response_complete(self) -> None:
+            if self._refusal_owed is not None:
+                super().on_response_complete()  # the next request read before the refused bytes starts
+                if not self._serving():
+                    self._refuse_now(self._refusal_owed)
+                return
             # The body the parser is inside is the last request read's (``self.cycle``): the
             # answered one's rest only when that request is the one answered — not a request
             # pipelined behind it, whose body its own route reads (uvicorn starts it now).
@@ -346,9 +366,27 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             )
 
         def _refuse(self, status: int, phrase: str, message: str, *, reason: str | None = None) -> None:
+            """Answer ``status`` and close — once the requests read before the refused bytes
+            are answered (a client reads answers in its requests' order): a refusal of bytes
+            behind requests still being served waits for their answers (until 2026-12-07 it
+            was written at once and the connection closed: their answers lost, the first
+            one's taken for the refusal). A request whose own body is refused is not waited for."""
             self._head_arrived()
-            self.transport.write(_refusal(status, phrase, message, reason))
-            self.transport.close()
+            refusal = _refusal(status, phrase, message, reason)
+            if not self._in_body and self._serving():
+                self._refusal_owed = refusal
+                return
+            self._refuse_now(refusal)
+
+        def _serving(self) -> bool:
+            """A request read before is still being served, or waits to be (pipelined)."""
+            return bool(self.pipeline) or (self.cycle is not None and not self.cycle.response_complete)
+
+        def _refuse_now(self, refusal: bytes) -> None:
+            self._refusal_owed = None
+            if not self.transport.is_closing():
+                self.transport.write(refusal)
+                self.transport.close()
 
     return BoundedHttpToolsProtocol
 

@@ -229,3 +229,40 @@ async def test_a_pipelined_requests_body_is_no_rest_of_the_answered_one() -> Non
     async with BackgroundServer(slow_first, http=bounded_http(0.3, max_head_bytes=1024)) as server:
         answers = await _answers(server.url, first + second + b"abc", 0.4, b"de", 0.4, b"fg", 0.2, b"hij" + then)
     assert answers == [b"HTTP/1.1 200 OK"] * 3
+
+
+async def test_bytes_no_request_has_behind_a_request_being_served_are_refused_after_its_answer() -> None:
+    """A request HTTP/1.1 cannot read, pipelined behind requests the server is still
+    serving (in one read), is refused once those are answered, in their order: a client
+    reads its answers in the order it sent its requests. Until 2026-12-07 the ``400`` was
+    written at once and the connection closed: the first request's answer was lost — its
+    route still ran (a ``POST /jobs`` created its job) — and the client read the ``400`` as
+    that request's."""
+    malformed = b"GET /y HTTP/1.1\r\nHo st: x\r\n\r\n"
+    async with BackgroundServer(_app, http=bounded_http(0.3, max_head_bytes=1024)) as server:
+        one = await _answers(server.url, b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n" + malformed)
+        two = await _answers(
+            server.url,
+            b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab" + malformed,
+        )
+    assert one == [b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"]
+    assert two == [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK", b"HTTP/1.1 400 Bad Request"]
+
+
+async def test_a_head_begun_in_the_read_that_ended_a_drained_body_is_judged_at_once() -> None:
+    """The next request's head may begin in the read that ends the rest of a body answered
+    early: a method the parser refuses there is answered at once, ``400`` as any request
+    pipelined in one read (its request line's first bytes were read with the body's).
+    Until 2026-12-07 the server waited for a line it never recorded, and closed the
+    connection the head's time later with no answer."""
+    head = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+    async with BackgroundServer(_app, http=bounded_http(5.0, max_head_bytes=1024)) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(head)
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        writer.write(b"a" * 10 + b"FOO /y HTTP/1.1\r\nHost: x\r\n\r\n")
+        refusal = await asyncio.wait_for(reader.read(), 2)  # well within the head's 5 s
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    assert refusal.startswith(b"HTTP/1.1 400 Bad Request\r\n"), refusal
