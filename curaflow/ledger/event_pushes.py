@@ -105,13 +105,17 @@ async def claim_next(
     could settle. An event that has already used ``max_attempts`` is dead-lettered here
     instead of being sent again, and the next event is claimed.
 
-    A claim ``owner`` holds live already is returned as it is, not counted again: the
-    attempt's own claim, asked again because the answer to its ``COMMIT`` was lost (a
-    restart, a connection lost after it; ``activities.push_events`` tries the claim again
-    in the attempt). Until 2026-12-07 the attempt failed having sent nothing, and its counted
-    claim was its last attempt for ``callback_max_attempts = 1``: the event dead-lettered
-    "its last attempt ended without an answer", never sent. An attempt names its claims
-    uniquely (worker, run, activity, attempt) and settles each before claiming the next.
+    A claim ``owner`` holds already is returned, not counted again, its lease renewed
+    (``lease_ms`` from now): the attempt's own claim, asked again because the answer to its
+    ``COMMIT`` was lost (a restart, a connection lost after it, the pool's bounded wait;
+    ``activities.push_events`` tries the claim again in the attempt). Until 2026-12-07 the
+    attempt failed having sent nothing, and its counted claim was its last attempt for
+    ``callback_max_attempts = 1``: the event dead-lettered "its last attempt ended without
+    an answer", never sent; and until the lease's renewal (the same day) such a claim came
+    back with what was left of its lease — another attempt could claim the event and send
+    it while this one's send was out —, and once lapsed it was counted again (dead-lettered
+    unsent at its last attempt). An attempt names its claims uniquely (worker, run, activity,
+    attempt) and settles each before claiming the next.
 
     Args:
         owner: identity of the sending attempt (``claimed_by``).
@@ -136,12 +140,21 @@ async def claim_next(
             if row is None:
                 return Claim(push=None, dead=dead)
             now = int(row["now"])
-            if row["claimed_until"] is not None and row["claimed_until"] > now:
-                if row["claimed_by"] != owner:
-                    return Claim(push=None, busy=True, dead=dead)
-                # This attempt's own claim, live: its COMMIT went through and the answer was
-                # lost (the module's doc, "claim"). It is the claim, counted once.
+            if row["claimed_by"] == owner and row["claimed_until"] is not None:
+                # This attempt's own claim, live or lapsed: its COMMIT went through and the
+                # answer was lost (the module's doc, "claim"); no attempt claimed it since
+                # (a claim names its own). It is the claim, counted once, its lease renewed
+                # for the send that follows.
+                await conn.execute(
+                    "UPDATE event_pushes SET claimed_until = $3, updated_at = $4 WHERE job_id = $1 AND seq = $2",
+                    job_id,
+                    row["seq"],
+                    now + lease_ms,
+                    now,
+                )
                 return Claim(push=_claimed(job_id, row, owner, int(row["attempts"])), dead=dead)
+            if row["claimed_until"] is not None and row["claimed_until"] > now:
+                return Claim(push=None, busy=True, dead=dead)
             if max_attempts is None or row["attempts"] < max_attempts:
                 break
             await conn.execute(

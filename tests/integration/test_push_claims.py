@@ -23,6 +23,7 @@ from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.push_events import PushActivity
 from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport
 from curaflow.ledger import event_pushes
+from curaflow.ledger.db import DB_NOW_MS
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
@@ -322,3 +323,34 @@ async def test_a_claim_whose_commit_was_not_acknowledged_is_the_attempts_own(
         assert len(webhook.received) == 1
     finally:
         await close_deps(deps)
+
+
+@pytest.mark.parametrize("left_ms", [100, 0], ids=["nearly_lapsed", "lapsed"])
+async def test_the_attempts_own_claim_found_again_protects_its_send_for_a_whole_lease(
+    ledger_pool: asyncpg.Pool, left_ms: int
+) -> None:
+    """The answer to a claim's ``COMMIT`` is lost and the attempt finds its claim again
+    after the ledger's wait (the pool's bounded wait is ``database.statement_timeout_ms``,
+    30 s, and its tries of ``RECORD_RETRY_S`` follow): the claim's lease, set when it was
+    made, is nearly over or over. The send that follows is protected for a whole lease (no
+    other attempt sends the event alongside it), and a lapsed claim of its own is still the
+    attempt's, counted once — never its "last attempt ended without an answer". Until
+    2026-12-07 the claim was returned with what was left of its lease (another attempt could
+    claim the event and send it while this one's send was out), and once lapsed it was
+    counted again, or dead-lettered unsent with ``callback_max_attempts = 1``."""
+    job_id = await job_owing_pushes(ledger_pool, NOWHERE, label="claims")
+    made = (await event_pushes.claim_next(ledger_pool, job_id, "attempt", 60_000, max_attempts=1)).push
+    assert made is not None and made.attempts == 1
+    await ledger_pool.execute(
+        f"UPDATE event_pushes SET claimed_until = {DB_NOW_MS} + $2::bigint WHERE job_id = $1", job_id, left_ms
+    )
+    await asyncio.sleep(0.01 if left_ms == 0 else 0)
+
+    again = await event_pushes.claim_next(ledger_pool, job_id, "attempt", 60_000, max_attempts=1)
+
+    assert again.push is not None and again.push.attempts == 1 and again.dead == 0, again
+    lease_left = await ledger_pool.fetchval(
+        f"SELECT claimed_until - {DB_NOW_MS} FROM event_pushes WHERE job_id = $1", job_id
+    )
+    assert lease_left > 50_000, lease_left
+    assert (await event_pushes.claim_next(ledger_pool, job_id, "another", 60_000, max_attempts=1)).busy
