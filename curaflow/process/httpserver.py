@@ -123,6 +123,8 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     one read (also the read that ends the rest of a body answered early) stays ``400``.
     A refusal of bytes behind requests still being served is written after their answers
     (:meth:`_refuse`), a client reading answers in its requests' order.
+    A client that ends its half of the connection once its requests are sent still gets
+    their answers, then the connection closes (:meth:`eof_received`).
 
     Args:
         head_timeout_s: longest wait for a whole head (``api.head_timeout_ms``), seconds.
@@ -146,6 +148,7 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         _drain_timer: asyncio.TimerHandle | None = None  # bounds the rest of a body answered early
         _head_mid_read = False  # the awaited head may begin inside the read being parsed
         _refusal_owed: bytes | None = None  # a refusal written once the requests before it are answered
+        _client_ended = False  # the client ended its half: answer what it sent, then close
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -273,7 +276,28 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
                 self._next_head()  # answered before its body ended: the next head comes now
                 self._head_mid_read = True  # ... maybe in the rest of this read
 
+        def eof_received(self) -> bool:  # type: ignore[override]  # asyncio.Protocol's: True keeps the transport open
+            """The client ended its half of the connection (RFC 9112 §9.6: it may still read):
+            the requests it sent whole are still answered, then the connection closes; a
+            request left unfinished (its body, or the next head, cut by that end) never comes.
+            uvicorn closed the connection here: a request still served lost its answer
+            (until 2026-12-07).
+
+            Returns:
+                True (the transport stays open to write) while a request read whole is
+                being served or waits to be; False (asyncio closes the transport) otherwise.
+            """
+            self._client_ended = True
+            return not self._in_body and self._serving()
+
         def on_response_complete(self) -> None:
+            if self._client_ended:
+                super().on_response_complete()  # the next request read before the end starts
+                if not self._serving():
+                    if self._refusal_owed is not None:
+                        self._refuse_now(self._refusal_owed)
+                    self.transport.close()
+                return
             if self._refusal_owed is not None:
                 super().on_response_complete()  # the next request read before the refused bytes starts
                 if not self._serving():

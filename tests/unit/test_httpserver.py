@@ -266,3 +266,32 @@ async def test_a_head_begun_in_the_read_that_ended_a_drained_body_is_judged_at_o
         writer.close()
     assert answer.startswith(b"HTTP/1.1 200 "), answer
     assert refusal.startswith(b"HTTP/1.1 400 Bad Request\r\n"), refusal
+
+
+async def test_a_client_that_half_closes_after_its_requests_gets_their_answers() -> None:
+    """A client may end its side once its requests are sent (``shutdown(SHUT_WR)``: RFC 9112
+    §9.6 lets it close its half and still read): the requests it sent are answered, in
+    their order, then the server closes. Until 2026-12-07 uvicorn closed the connection at
+    the client's end of data: a route still running lost its answer (a ``POST /jobs`` made
+    its job, its client never heard so)."""
+
+    async def slow(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await asyncio.sleep(0.2)
+        await _body_length(scope, receive, send)
+
+    async with BackgroundServer(slow, http=bounded_http(5.0, max_head_bytes=1024)) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        answers = []
+        for requests in (
+            b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab",
+        ):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(requests)
+            writer.write_eof()
+            received = await asyncio.wait_for(reader.read(), 4)  # the server closes once it answered
+            writer.close()
+            answers.append([line for line in received.split(b"\r\n") if line.startswith((b"HTTP/1.1 ", b"x-read"))])
+    read = [b"HTTP/1.1 200 OK", b"x-read: 0"]
+    assert answers == [read, [*read, b"HTTP/1.1 200 OK", b"x-read: 2"]]
