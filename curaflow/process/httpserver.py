@@ -103,6 +103,10 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     for ``head_timeout_s`` at most, then the connection is closed; the body of a request
     pipelined behind the one answered is that request's own, read by its route (until
     2026-12-07 it was taken for the answered one's rest and its connection closed).
+    An answer to a request sent with ``Expect: 100-continue`` begun before its body arrived
+    whole, no ``100 Continue`` sent, closes the connection (:meth:`_close_unless_continued`):
+    its client may skip that body (RFC 9110 §10.1.1), and the bytes after the head could be
+    the body or the next request (until 2026-12-07 the next request was eaten as the body).
     A request asking to upgrade (``Upgrade: h2c`` from ``curl --http2``, ``websocket``) is
     read as the HTTP/1.1 request it also is, its body included (:data:`WEBSOCKETS`; the
     parser ends such a request at its head — until 2026-12-07 the app read an empty body).
@@ -134,7 +138,8 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
         A protocol class for ``uvicorn.Config(http=...)``.
     """
     import httptools
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn._types import ASGISendEvent
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_timer: asyncio.TimerHandle | None = None
@@ -264,6 +269,26 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             self._head_arrived()
             self._in_body = True
             super().on_headers_complete()
+            if self.cycle is not None and self.cycle.waiting_for_100_continue:
+                self._close_unless_continued(self.cycle)
+
+        def _close_unless_continued(self, cycle: RequestResponseCycle) -> None:
+            """An answer to a request sent with ``Expect: 100-continue`` begun before its body
+            arrived whole and with no ``100 Continue`` sent (a route that refuses at the head:
+            ``401``, ``413``, ``415``) closes the connection: ``Connection: close`` on it, then
+            closed. Its client may skip the body once answered (RFC 9110 §10.1.1), or have sent
+            it as the answer left: the bytes after the head cannot be told apart (the body, or
+            the next request). Until 2026-12-07 the connection stayed open and a client that
+            skipped the body had its next request eaten as that body. A body read (``100
+            Continue`` sent), already whole when the answer begins, or none leaves it open."""
+            send = cycle.send
+
+            async def send_closing_unless_continued(message: ASGISendEvent) -> None:
+                if message["type"] == "http.response.start" and cycle.waiting_for_100_continue and cycle.more_body:
+                    cycle.keep_alive = False  # uvicorn adds ``Connection: close`` and closes after the answer
+                await send(message)
+
+            cycle.send = send_closing_unless_continued  # type: ignore[method-assign]
 
         def on_message_complete(self) -> None:
             if self.parser.should_upgrade() and not self._should_upgrade() and self._declares_body():

@@ -94,9 +94,10 @@ async def test_a_refused_method_whose_line_never_ends_is_bounded_by_the_head() -
     assert json.loads(unread.partition(b"\r\n\r\n")[2])["error"]["detail"] == {"reason": "malformed_request"}
 
 
-async def _answers(url: str, *pieces: bytes | float) -> list[bytes]:
+async def _answers(url: str, *pieces: bytes | float, lines: tuple[bytes, ...] = (b"HTTP/1.1 ",)) -> list[bytes]:
     """Send ``pieces`` on one connection (a float: wait that many seconds) until the server
-    closes it; the status line of every answer it sent, read as they came."""
+    closes it; the status line of every answer it sent (and its lines that begin with one
+    of ``lines``), read as they came."""
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     received = bytearray()
@@ -116,7 +117,7 @@ async def _answers(url: str, *pieces: bytes | float) -> list[bytes]:
                 await writer.drain()
     await asyncio.wait_for(reading, 10)
     writer.close()
-    return [line for line in bytes(received).split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+    return [line for line in bytes(received).split(b"\r\n") if line.startswith(lines)]
 
 
 async def test_the_rest_of_a_body_answered_early_is_no_head_of_the_next_request() -> None:
@@ -295,3 +296,47 @@ async def test_a_client_that_half_closes_after_its_requests_gets_their_answers()
             answers.append([line for line in received.split(b"\r\n") if line.startswith((b"HTTP/1.1 ", b"x-read"))])
     read = [b"HTTP/1.1 200 OK", b"x-read: 0"]
     assert answers == [read, [*read, b"HTTP/1.1 200 OK", b"x-read: 2"]]
+
+
+async def test_an_answer_before_a_continued_body_closes_the_connection() -> None:
+    """A request sent with ``Expect: 100-continue`` and answered before its body arrived
+    (no ``100 Continue`` sent: a ``401``, ``413``, ``415`` on its head) may have its body
+    skipped by its client (RFC 9110 §10.1.1), whose next request on the connection would
+    then be read as that body: the answer says ``Connection: close`` and the connection
+    closes after it (as curl and Go expect). Until 2026-12-07 the connection stayed open and
+    the next request was eaten as the first one's body. A body read (``100 Continue``
+    sent), already whole, or none declared leaves the connection open for the next request."""
+
+    async def refuse_unless_read(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/read":
+            await _body_length(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    def expecting(path: bytes, length: int) -> bytes:
+        return b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % length
+
+    then = b"GET /read HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    async with BackgroundServer(refuse_unless_read, http=bounded_http(5.0, max_head_bytes=1024)) as server:
+        answers = [
+            await _answers(server.url, *pieces, lines=(b"HTTP/1.1 ", b"connection"))
+            for pieces in (
+                (expecting(b"/x", 5), 0.3, then),  # answered at its head: the body skipped
+                (expecting(b"/x", 5), 0.3, b"he", 0.1, b"llo" + then),  # ... or sent late, crossing the answer
+                (expecting(b"/read", 5), 0.3, b"hello" + then),  # 100 Continue, the body read
+                (expecting(b"/x", 5) + b"hello", 0.3, then),  # the body whole before the answer
+                (expecting(b"/x", 0), 0.3, then),  # no body
+            )
+        ]
+    refused = [b"HTTP/1.1 413 Request Entity Too Large", b"connection: close"]
+    read = [b"HTTP/1.1 200 OK", b"connection: close"]
+    assert answers == [
+        refused,
+        refused,
+        [b"HTTP/1.1 100 Continue", b"HTTP/1.1 200 OK", *read],
+        [b"HTTP/1.1 413 Request Entity Too Large", *read],
+        [b"HTTP/1.1 413 Request Entity Too Large", *read],
+    ]
