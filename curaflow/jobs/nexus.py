@@ -28,6 +28,12 @@ there with that refusal (:class:`curaflow.temporal.connection.InputPayloadConver
    ledger. So is a job whose id an open run of another workflow type holds
    (:class:`~curaflow.temporal.job_runs.JobIdHeld`): nothing attaches to it, and an
    attempt after it closed starts the job (or finds it started by the reconciler). So is
+   a job whose id an open job run holds that has not admitted its Task yet — another
+   client's Task run waiting out its ``start_delay`` (:class:`~curaflow.temporal.job_runs.JobRunAdmitting`,
+   2026-12-07): the operation's completion would ride on that run, which may yet refuse
+   its own Task (``idempotency_conflict``) or be cancelled, and the caller was handed that
+   end for a job admitted and run; an attempt after it holds the job attaches to it, one
+   after it closed finds the job's own run. So is
    a start Temporal refused or did not answer, whatever its status (:func:`start_refused`:
    the job is admitted, and never failed for a caller by Temporal's answer to a start).
 
@@ -71,7 +77,7 @@ from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.temporal.answers import status_name, temporal_outage
 from curaflow.temporal.connection import job_start_options
-from curaflow.temporal.job_runs import JobIdHeld, JobRunClosed, start_run
+from curaflow.temporal.job_runs import JobIdHeld, JobRunAdmitting, JobRunClosed, start_run
 from curaflow.temporal.nexus_service import JobService
 from curaflow.temporal.refusals import as_failure
 
@@ -141,7 +147,8 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
         Raises:
             OperationError: a refusal, or a job that ended failed, expired or cancelled.
             HandlerError: retryable — the job's run closed and the ledger has not caught up,
-                an open run of another workflow type holds the id, or Temporal refused or
+                an open run of another workflow type holds the id, an open job run that
+                has not admitted its Task holds it, or Temporal refused or
                 did not answer the start (:func:`start_refused`).
         """
         try:
@@ -168,14 +175,14 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
             )
 
         try:
-            result = await start_run(client.client, inp.job_id, start)
+            result = await start_run(client.client, inp.job_id, start, attach_holder_only=True)
         except JobRunClosed as closed:
             raise HandlerError(
                 f"the run of job {inp.job_id} closed ({closed.status.name if closed.status else 'unknown'}); "
                 "its outcome is being recorded",
                 type=HandlerErrorType.UNAVAILABLE,
             ) from None
-        except JobIdHeld as held:
+        except (JobIdHeld, JobRunAdmitting) as held:
             raise HandlerError(str(held), type=HandlerErrorType.UNAVAILABLE) from None
         except RPCError as err:
             raise start_refused(inp.job_id, err) from err

@@ -96,6 +96,27 @@ class JobIdHeld(Exception):
         self.workflow_type = workflow_type
 
 
+class JobRunAdmitting(Exception):
+    """An open job run under the id holds no job yet: another client's Task run that has not
+    admitted its Task (it waits out a ``start_delay``, or for a worker) — it may refuse that
+    Task (another Task under the key: ``idempotency_conflict``), be cancelled or terminated
+    before admitting it. A caller whose outcome rides on the run it attaches to (a Nexus
+    operation's completion) must not attach to it (:func:`start_run`, ``attach_holder_only``).
+
+    Attributes:
+        job_id: the id.
+        run_id: the run holding it.
+    """
+
+    def __init__(self, job_id: str, run_id: str) -> None:
+        super().__init__(
+            f"job {job_id}'s id is held by a run that has not admitted its Task yet (run {run_id}): the job is "
+            "attached to once that run holds it, or started once that run closed"
+        )
+        self.job_id = job_id
+        self.run_id = run_id
+
+
 class JobRunClosed(Exception):
     """The job id's run held the job and is closed: nothing may start under the id.
 
@@ -340,6 +361,8 @@ async def start_run(
     client: Client,
     job_id: str,
     start: Callable[[WorkflowIDReusePolicy, WorkflowIDConflictPolicy], Awaitable[T]],
+    *,
+    attach_holder_only: bool = False,
 ) -> T:
     """Start (or attach to) the run of ``job_id`` under the rule of the module doc.
 
@@ -348,6 +371,13 @@ async def start_run(
         job_id: the workflow id.
         start: makes the start with the reuse and conflict policies given; raises
             ``WorkflowAlreadyStartedError`` when Temporal refuses it.
+        attach_holder_only: attach only to an open run that holds the job
+            (:func:`held_a_job`); an open job run that holds none raises
+            :class:`JobRunAdmitting`. For a caller handed the run's end as the job's outcome
+            (the Nexus operation, 2026-12-07): a Task run that had not admitted yet then
+            refused its own Task, and the caller was told ``idempotency_conflict`` of a job
+            that was admitted and ran. HTTP and the reconciler attach as before: they read the
+            outcome from the ledger, and the reconciler starts a job such a run never held.
 
     Returns:
         What ``start`` returned.
@@ -355,6 +385,7 @@ async def start_run(
     Raises:
         JobRunClosed: the id's run held the job and is closed.
         JobIdHeld: an open run of a workflow type that runs no job holds the id.
+        JobRunAdmitting: ``attach_holder_only``, and the open job run holds no job yet.
         temporalio.service.RPCError: Temporal refused a request.
     """
     try:
@@ -365,6 +396,8 @@ async def start_run(
     if described.status == WorkflowExecutionStatus.RUNNING:
         if not runs_jobs:
             raise JobIdHeld(job_id, described.run_id, described.workflow_type)
+        if attach_holder_only and not held_a_job(described):
+            raise JobRunAdmitting(job_id, described.run_id)
         return await start(JOB_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)  # the job's open run: attach to it
     if not runs_jobs:
         return await start(FOREIGN_FREED_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)

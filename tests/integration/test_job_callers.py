@@ -32,7 +32,7 @@ from temporalio.worker import Worker
 from activities.follow import POLL_S, FollowActivity
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import FollowJob, JobState
-from curaflow.jobs.submit import start_job
+from curaflow.jobs.submit import JOB_START_OPTIONS, start_job
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.namespace import ensure_nexus_endpoint
 from curaflow.temporal.refusals import refusal_of
@@ -536,6 +536,40 @@ async def test_a_nexus_caller_of_a_job_whose_id_another_workflow_holds_gets_the_
     result: TeamStepResult = await handle.result()
     assert (result.job_id, result.status, result.business_status) == (job_id, "succeeded", "success")
     assert (await env.client.get_workflow_handle(job_id).describe()).workflow_type == "JobWorkflow"
+
+
+@pytest.mark.parametrize("ended", ["refused", "cancelled"])
+async def test_a_nexus_caller_whose_start_met_a_task_run_that_never_held_the_job_gets_its_jobs_outcome(
+    env: Env, ended: str
+) -> None:
+    # Another client's Task run waits out its start delay under the job id (a JobWorkflow,
+    # not yet admitted: it holds no job). A Nexus `start_job` with the same key and other
+    # params is admitted, and its start attached the operation's completion to that run
+    # (USE_EXISTING). When the run admitted ITS Task it failed `idempotency_conflict` (or its
+    # client cancelled it first) — and the caller was handed that run's end: told its Task
+    # was refused while its job, admitted, was then run by the reconciler. Now the start
+    # waits (retried) until the run holds the job or closed; the caller gets its job's outcome.
+    key = f"nexus-delayed-{ended[:3]}-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    foreign = await env.client.start_workflow(
+        "JobWorkflow", task(key, query={"tags": ["風景"]}), id=job_id, task_queue=env.stack.task_queue,
+        start_delay=timedelta(seconds=4), **JOB_START_OPTIONS,
+    )  # fmt: skip
+    handle = await team_step(env, task(key))
+
+    async def admitted() -> bool:
+        return (await env.http.get(f"/jobs/{job_id}")).status_code == 200
+
+    await eventually(admitted, timeout_s=30, what="the job admitted")
+    if ended == "cancelled":
+        await foreign.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await foreign.result()
+    result: TeamStepResult = await handle.result()
+    assert (result.refused, result.job_id, result.status) == (None, job_id, "succeeded"), result
+    await env.stack.wait_terminal(job_id, 60)
+    assert (await env.http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.COMPLETED  # the job's own run
 
 
 async def test_the_same_key_twice_through_nexus_is_one_job_and_one_outcome(env: Env) -> None:
