@@ -26,7 +26,10 @@ same UUID in either case (RFC 9562 §4), so both routes resolve a case variant o
 — ``POST`` answers it as a replay, ``GET`` reports that job.
 
 Rules of reference §9.1: ``requestId`` must be a UUID of version 1–8 (400 otherwise),
-``correlationId`` at most 200 characters; failures answer ``{"status":"error","error":…}``:
+``correlationId`` at most 200 characters, storable (no NUL, no lone surrogate: the protocol's
+rule, :func:`curaflow.protocol.models.rules.check_correlation_id`, its refusal naming
+``correlationId`` — until 2026-12-07 such a value met the Task's rule, whose refusal named
+``correlation_id`` and said only its length); failures answer ``{"status":"error","error":…}``:
 an unknown target 404 ``unknown target``, an identity conflict 409 ``ambiguous target``,
 a bad request 400, anything else 500 ``internal error`` (no internal text leaks). Auth is
 the job surface's bearer token with its legacy failure shapes (:mod:`curaflow.api.auth`).
@@ -41,6 +44,7 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
+from pydantic_core import PydanticCustomError
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
@@ -55,7 +59,7 @@ from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
-from curaflow.protocol.models.rules import target_id_as_read
+from curaflow.protocol.models.rules import MAX_CORRELATION_LENGTH, check_correlation_id, target_id_as_read
 from curaflow.protocol.projection import project_job
 
 log = get_logger("curaflow.api.legacy")
@@ -63,7 +67,9 @@ legacy_router = APIRouter(dependencies=[Depends(require_token)], include_in_sche
 
 #: A UUID of versions 1–8 (RFC 9562), any letter case.
 UUID_1_8 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE)
-MAX_CORRELATION_ID = 200
+#: The longest ``correlationId``: the protocol's
+#: (one rule, :func:`~curaflow.protocol.models.rules.check_correlation_id`).
+MAX_CORRELATION_ID = MAX_CORRELATION_LENGTH
 SUCCESSFUL = ("success", "partial_success")
 
 
@@ -194,9 +200,14 @@ async def refetch(
     if not isinstance(raw_id, str) or not UUID_1_8.match(normalise_key(raw_id)):
         return legacy_error(400, "requestId must be a UUID")
     assert isinstance(body, dict)
-    correlation_id = body.get("correlationId")
-    if correlation_id is not None and (not isinstance(correlation_id, str) or len(correlation_id) > MAX_CORRELATION_ID):
-        return legacy_error(400, f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters")
+    try:  # the protocol's one rule of a correlation id (storable, at most 200), named as the shim names it
+        correlation_id = check_correlation_id(body.get("correlationId"))
+    except PydanticCustomError:
+        return legacy_error(
+            400,
+            f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters, "
+            "without NUL or a lone surrogate",
+        )
     request_id = normalise_key(raw_id)
     task: dict[str, Any] = {
         "protocol_version": "1",

@@ -228,6 +228,27 @@ async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) ->
     assert await pool.fetchval("SELECT count(*) FROM jobs") == before
 
 
+@pytest.mark.parametrize("raw", ['"a\\u0000b"', '"a\\ud800b"', "7"])
+async def test_a_correlation_id_the_ledger_cannot_store_is_refused_naming_correlationId(stack: Stack, raw: str) -> None:
+    # One rule of a correlation id (curaflow.protocol.models.rules.check_correlation_id:
+    # storable, at most 200): a NUL or a lone surrogate passed the shim's own check of its
+    # length and met the protocol's, whose refusal named `correlation_id` and said "at most
+    # 200 characters" of a 3-character value (until 2026-12-07).
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+    body = f'{{"requestId": "{uuid.uuid4()}", "correlationId": {raw}}}'
+    async with raw_client(stack) as http:
+        response = await http.post(
+            "/internal/targets/demo/refetch", content=body, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert list(answer) == ["status", "error"] and answer["status"] == "error", answer
+    assert answer["error"].startswith("correlationId must be "), answer
+    assert "NUL" in answer["error"], answer
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
 @pytest.mark.slow  # a whole job in a worker process: the full suite only
 async def test_a_refetch_runs_to_its_outcome_and_reports_it(make_stack: StackFactory, tmp_path: Path) -> None:
     stack = make_stack(two_targets(tmp_path))
