@@ -166,7 +166,6 @@ async def test_a_request_asking_to_upgrade_is_read_whole_as_http_1_1() -> None:
     chunked = b"POST /x HTTP/1.1\r\n" + offer + b"Transfer-Encoding: chunked\r\n\r\n"
     then = b"GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     async with BackgroundServer(_body_length, http=bounded_http(5.0)) as server:
-        host, port = server.url.removeprefix("http://").split(":")
         answers = []
         for pieces in (
             (sized + b"hello" + then,),  # one read
@@ -174,16 +173,7 @@ async def test_a_request_asking_to_upgrade_is_read_whole_as_http_1_1() -> None:
             (chunked + b"3\r\nhel\r\n", 0.1, b"2\r\nlo\r\n0\r\n\r\n" + then),
             (b"GET /x HTTP/1.1\r\n" + offer + b"\r\n", 0.1, then),  # no body
         ):
-            reader, writer = await asyncio.open_connection(host, int(port))
-            for piece in pieces:
-                if isinstance(piece, float):
-                    await asyncio.sleep(piece)
-                else:
-                    writer.write(piece)
-                    await writer.drain()
-            received = await asyncio.wait_for(reader.read(), 10)
-            writer.close()
-            answers.append([line for line in received.split(b"\r\n") if line.startswith((b"HTTP/1.1 ", b"x-read"))])
+            answers.append(await _answers(server.url, *pieces, lines=(b"HTTP/1.1 ", b"x-read")))
     read = [b"HTTP/1.1 200 OK", b"x-read: 5", b"HTTP/1.1 200 OK", b"x-read: 0"]
     assert answers == [read, read, read, [b"HTTP/1.1 200 OK", b"x-read: 0"] * 2]
 

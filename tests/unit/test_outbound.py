@@ -112,6 +112,23 @@ async def test_a_cancel_aborts_an_exchange_at_once(party: HostileParty) -> None:
 BODY_OVER_BUFFERS = b"x" * (48 * 1024 * 1024)
 
 
+async def out_after_cancel(out: Outbound, party: HostileParty, **body: Any) -> int:
+    """Send ``body`` to ``party`` (a second connection: the test's first is its own), cancel the
+    send once the party has its request line, and return how many exchanges the layer then
+    counts as out (``in_flight``: 1 — its outcome unknown — or 0, not sent)."""
+    with in_flight() as flight:
+        task = asyncio.create_task(out.request("POST", party.url + "/hook", limits=Limits(time_s=30), **body))
+        await eventually(
+            lambda: bool(len(party.connections) > 1 and party.connections[-1].request_line),
+            timeout_s=10,
+            what="the request's headers at the party",
+        )
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return flight.out
+
+
 async def test_a_request_the_party_reset_before_it_wholly_left_was_not_sent(party: HostileParty) -> None:
     # The party reads the headers and a KiB of the body, then resets the connection: it
     # never had the whole request, so it cannot have acted on it. httpcore swallows the
@@ -139,19 +156,7 @@ async def test_a_write_cut_by_curaflow_after_its_last_bytes_were_handed_on_stays
     with pytest.raises(TimeLimitExceeded) as caught:
         await out.request("POST", party.url + "/hook", content=BODY_OVER_BUFFERS, limits=Limits(time_s=1.0))
     assert caught.value.sent and isinstance(caught.value, httpx.ReadTimeout)
-    with in_flight() as flight:
-        task = asyncio.create_task(
-            out.request("POST", party.url + "/hook", content=BODY_OVER_BUFFERS, limits=Limits(time_s=30))
-        )
-        await eventually(
-            lambda: bool(len(party.connections) > 1 and party.connections[-1].request_line),
-            timeout_s=10,
-            what="the request's headers at the party",
-        )
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert flight.out == 1  # still counted out: its outcome is unknown
+    assert await out_after_cancel(out, party, content=BODY_OVER_BUFFERS) == 1  # still out: its outcome is unknown
     await out.aclose()
 
 
@@ -193,19 +198,7 @@ async def test_an_upload_cut_by_curaflow_before_its_end_was_handed_on_was_not_se
     assert not caught.value.sent and isinstance(caught.value, httpx.ConnectTimeout), repr(caught.value)
     assert "before the request left whole" in str(caught.value)
     assert flight.out == 0
-    with in_flight() as flight:
-        task = asyncio.create_task(
-            out.request("POST", party.url + "/hook", limits=Limits(time_s=30), **UPLOADS[upload]())
-        )
-        await eventually(
-            lambda: bool(len(party.connections) > 1 and party.connections[-1].request_line),
-            timeout_s=10,
-            what="the request's headers at the party",
-        )
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert flight.out == 0  # not out: its end never left
+    assert await out_after_cancel(out, party, **UPLOADS[upload]()) == 0  # not out: its end never left
     await out.aclose()
 
 
