@@ -151,6 +151,13 @@ async def test_a_cancel_that_comes_after_the_receivers_answer_never_loses_it(
             interval_s=0.02,
             what="the receiver's status line sent",
         )
+        # Two of the body's bytes after it (0.1 s apart): the status line has had time to be
+        # read. Cancelled as soon as it was written, the attempt could still be waiting for
+        # it — no answer, rightly left pending (a flake on a loaded machine).
+        head = party.connections[0].written
+        await eventually(
+            lambda: party.connections[0].written >= head + 2, interval_s=0.02, what="two bytes of the body sent"
+        )
         env.cancel()
         with pytest.raises(asyncio.CancelledError):
             await attempt
