@@ -406,13 +406,26 @@ def json_refusal(accept: str | None) -> ProtocolError | None:
     )
 
 
+def accept_value(lines: list[str]) -> str | None:
+    """The one ``Accept`` value of a request's ``Accept`` field lines: ``Accept`` is a list,
+    so its lines are one value, joined with commas (RFC 9110 §5.3, §12.5.1); blank lines
+    add nothing. None when no line has a member (as no header at all).
+
+    Until 2026-12-07 only the first line was read: ``text/html`` then ``application/json``
+    was a 406, ``*/*`` then ``application/json;q=0`` JSON.
+    """
+    members = [line.strip() for line in lines if line.strip()]
+    return ", ".join(members) if members else None
+
+
 async def accepts_json(request: Request) -> None:
     """Refuse a request whose ``Accept`` refuses JSON, before it does anything (a router
-    dependency of the job surface; the probes ``/health`` and ``/ready`` answer any).
+    dependency of the job surface; the probes ``/health`` and ``/ready`` answer any). Every
+    ``Accept`` line is read (:func:`accept_value`).
 
     Raises:
         ProtocolError: 406 from :func:`json_refusal`.
     """
-    refusal = json_refusal(request.headers.get("accept"))
+    refusal = json_refusal(accept_value(request.headers.getlist("accept")))
     if refusal is not None:
         raise refusal

@@ -399,6 +399,41 @@ ECHOED_LONE_SURROGATES: list[tuple[str, bytes, str, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(
+    ("lines", "status"),
+    [
+        (["text/html", "application/json"], 200),  # the second line accepts JSON
+        (["text/html", "application/*;q=0.5"], 200),
+        (["*/*", "application/json;q=0"], 406),  # the most specific range decides, on any line
+        (["application/json;q=0", "*/*"], 406),
+        (["text/html", ""], 406),  # an empty line adds nothing to the list
+        (["", ""], 200),  # as no Accept at all
+    ],
+)
+async def test_an_accept_sent_on_several_lines_is_one_list(
+    make_stack: StackFactory, tmp_path: Path, lines: list[str], status: int
+) -> None:
+    # RFC 9110 §5.3 and §12.5.1: Accept is a list; its field lines are one value, joined
+    # with commas. Before 2026-12-07 only the first line was read: ``text/html`` then
+    # ``application/json`` was a 406, ``*/*`` then ``application/json;q=0`` a 200.
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    job = (await http.post("/jobs", json=stack.task(key=f"a-{short_id()}", target_id="demo"))).json()["job"]
+    headers = [("authorization", f"Bearer {API_TOKEN}"), *(("accept", line) for line in lines)]
+
+    for path in ("/capabilities", f"/jobs/{job['job_id']}", f"/jobs/{job['job_id']}/events"):
+        answer = await http.get(path, headers=httpx.Headers(headers))
+        assert answer.status_code == status, (path, lines, answer.text)
+        if status == 406:
+            error = answer.json()["error"]
+            assert (error["code"], error["detail"]["reason"]) == ("invalid_params", "not_acceptable")
+    key = f"acc-{short_id()}"
+    admitted = await http.post("/jobs", json=stack.task(key=key, target_id="demo"), headers=httpx.Headers(headers))
+    assert admitted.status_code == (406 if status == 406 else 202), admitted.text
+    found = (await http.get("/jobs", params={"idempotency_key": key})).json()["jobs"]
+    assert len(found) == (0 if status == 406 else 1)
+
+
+@pytest.mark.parametrize(
     ("name", "body", "code", "detail"), ECHOED_LONE_SURROGATES, ids=[c[0] for c in ECHOED_LONE_SURROGATES]
 )
 async def test_a_refusal_naming_a_lone_surrogate_is_answered_not_a_500(

@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 from curaflow import client
 from curaflow.api.app import create_app, request_context, sanitize_header
-from curaflow.api.body import coding_refusal, json_refusal, media_type_refusal, parse_json
+from curaflow.api.body import accept_value, coding_refusal, json_refusal, media_type_refusal, parse_json
 from curaflow.api.openapi import OPERATIONS, build_openapi
 from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy
@@ -392,3 +392,19 @@ async def test_a_path_whose_first_segment_holds_an_encoded_slash_is_no_jobs_addr
             answer = await http.post(httpx.URL(f"/jobs/a{suffix}"))
             assert (answer.status_code, answer.headers.get("allow")) == (405, "GET, HEAD, OPTIONS"), suffix
             assert answer.json()["error"]["message"] == "method not allowed", suffix
+
+
+@pytest.mark.parametrize(
+    ("lines", "value"),
+    [
+        ([], None),
+        ([""], None),
+        (["", "  "], None),
+        (["application/json"], "application/json"),
+        (["text/html", "application/json"], "text/html, application/json"),
+        (["text/html", "", " */*;q=0 "], "text/html, */*;q=0"),
+    ],
+)
+def test_accept_lines_are_one_list(lines: list[str], value: str | None) -> None:
+    # RFC 9110 §5.3: a list field's lines are one value, joined with commas; blank lines add nothing.
+    assert accept_value(lines) == value
