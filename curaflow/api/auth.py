@@ -20,31 +20,51 @@ one owner of that value.
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
 
-from fastapi import Header
+from fastapi import Request
 
 from curaflow.api.deps import SettingsDep
 from curaflow.api.errors import LegacyAuthError
 
 
-async def require_token(
-    settings: SettingsDep, authorization: Annotated[str, Header(include_in_schema=False)] = ""
-) -> None:
+async def require_token(request: Request, settings: SettingsDep) -> None:
     """FastAPI dependency guarding a protected route.
 
     Raises:
         LegacyAuthError: 503 when no token is configured (and not insecure), 401 when the
-            header is missing or wrong.
+            header is missing or wrong, or carries two different credentials
+            (:func:`supplied_token`).
     """
     token = settings.api.token.get_secret_value().strip() if settings.api.token else ""
     if not token:
         if settings.api.insecure:
             return
         raise LegacyAuthError(503, "endpoint disabled: token not configured")
-    supplied = bearer_token(authorization)
+    supplied = supplied_token(request.headers.getlist("authorization"))
     if supplied is None or not hmac.compare_digest(supplied.encode(), token.encode()):
         raise LegacyAuthError(401, "unauthorized", bearer_challenge(supplied))
+
+
+#: What :func:`supplied_token` answers for two different credentials: no token is this one
+#: (it holds a space, which :func:`bearer_token` strips from any token it reads).
+TWO_CREDENTIALS = " two different credentials "
+
+
+def supplied_token(lines: list[str]) -> str | None:
+    """The bearer token of a request's ``Authorization`` field lines, None when it carried none.
+
+    ``Authorization`` is no list (RFC 9110 §11.6.2, §5.3: a sender must not send it on two
+    lines): lines that carry the same credential (:func:`bearer_token`: the scheme's case,
+    spaces) are that credential, blank lines carry none, and lines that carry different
+    ones — two tokens, a token and another scheme — are no one credential: answered
+    :data:`TWO_CREDENTIALS`, which no configured token equals, refused as a wrong token.
+    Until 2026-12-07 the first line decided: the token then anything was served.
+    """
+    read = [(line.strip(), bearer_token(line)) for line in lines if line.strip()]
+    credentials = {("bearer", token) if token is not None else ("other", line) for line, token in read}
+    if len(credentials) > 1:
+        return TWO_CREDENTIALS
+    return read[0][1] if read else None
 
 
 def bearer_challenge(supplied: str | None) -> str:

@@ -672,6 +672,34 @@ async def test_a_refused_token_names_the_bearer_challenge(make_stack: StackFacto
     assert "www-authenticate" not in (await http.get("/capabilities")).headers
 
 
+async def test_two_different_credentials_are_no_credential(make_stack: StackFactory, tmp_path: Path) -> None:
+    # Authorization is no list (RFC 9110 §11.6.2, §5.3: a sender must not send it twice): a
+    # request carrying two different credentials has no one credential. Until 2026-12-07 its
+    # first line decided — the token then anything was served, anything then the token a 401.
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    legacy = f"/internal/targets/demo/refetch/{uuid.uuid4()}"
+    right, wrong = f"Bearer {API_TOKEN}", "Bearer not-the-token"
+    async with httpx.AsyncClient(base_url=str(http.base_url)) as anonymous:
+        for lines in ([right, wrong], [wrong, right], [right, f"Basic {API_TOKEN}"], [f"Basic {API_TOKEN}", right]):
+            headers = httpx.Headers([("authorization", line) for line in lines])
+            for method, path in (("GET", "/capabilities"), ("HEAD", "/jobs/x"), ("GET", legacy)):
+                answer = await anonymous.request(method, path, headers=headers)
+                assert (answer.status_code, answer.headers.get("www-authenticate")) == (
+                    401,
+                    'Bearer error="invalid_token"',
+                ), (lines, path)
+            key = f"two-{short_id()}"
+            admitted = await anonymous.post("/jobs", json=stack.task(key=key, target_id="demo"), headers=headers)
+            assert admitted.status_code == 401, (lines, admitted.text)
+            assert (await http.get("/jobs", params={"idempotency_key": key})).json()["jobs"] == []
+        # the same credential twice is that credential (the scheme's case, spaces: RFC 9110 §11.1);
+        # a blank line carries none
+        for lines in ([right, f"bearer   {API_TOKEN}"], [right, ""], ["", right]):
+            headers = httpx.Headers([("authorization", line) for line in lines])
+            assert (await anonymous.get("/capabilities", headers=headers)).status_code == 200, lines
+
+
 @pytest.mark.parametrize("path", ["/capabilities/", "/health/", "/ready/", "/openapi.json/", "/metrics/", "/docs/"])
 async def test_a_trailing_slash_is_no_redirect(make_stack: StackFactory, tmp_path: Path, path: str) -> None:
     # Starlette's redirect_slashes answered these 307 with an empty body and a Location built

@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from curaflow import client
 from curaflow.api.app import create_app, request_context, sanitize_header
+from curaflow.api.auth import TWO_CREDENTIALS, supplied_token
 from curaflow.api.body import accept_value, coding_refusal, json_refusal, media_type_refusal, parse_json
 from curaflow.api.openapi import OPERATIONS, build_openapi
 from curaflow.config import Settings
@@ -408,3 +409,23 @@ async def test_a_path_whose_first_segment_holds_an_encoded_slash_is_no_jobs_addr
 def test_accept_lines_are_one_list(lines: list[str], value: str | None) -> None:
     # RFC 9110 §5.3: a list field's lines are one value, joined with commas; blank lines add nothing.
     assert accept_value(lines) == value
+
+
+@pytest.mark.parametrize(
+    ("lines", "token"),
+    [
+        ([], None),
+        ([""], None),
+        (["Bearer t"], "t"),
+        (["Bearer t", "bearer  t", ""], "t"),  # one credential, written twice
+        (["Basic t"], None),
+        (["Basic t", "Basic t"], None),
+        (["Bearer t", "Bearer u"], TWO_CREDENTIALS),
+        (["Bearer t", "Basic t"], TWO_CREDENTIALS),
+        (["t", "Bearer t"], TWO_CREDENTIALS),  # a scheme named like the token is another credential
+        (["Bearer t", "t"], TWO_CREDENTIALS),
+    ],
+)
+def test_authorization_lines_carry_one_credential_or_none(lines: list[str], token: str | None) -> None:
+    assert supplied_token(lines) == token
+    assert TWO_CREDENTIALS.strip() != TWO_CREDENTIALS  # no bearer token read from a header equals it
