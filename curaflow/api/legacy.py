@@ -59,7 +59,7 @@ from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
-from curaflow.protocol.models.rules import MAX_CORRELATION_LENGTH, check_correlation_id, target_id_as_read
+from curaflow.protocol.models.rules import MAX_CORRELATION_LENGTH, STORABLE, check_correlation_id, target_id_as_read
 from curaflow.protocol.projection import project_job
 
 log = get_logger("curaflow.api.legacy")
@@ -205,8 +205,7 @@ async def refetch(
     except PydanticCustomError:
         return legacy_error(
             400,
-            f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters, "
-            "without NUL or a lone surrogate",
+            f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters, {STORABLE}",
         )
     request_id = normalise_key(raw_id)
     task: dict[str, Any] = {

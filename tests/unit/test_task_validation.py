@@ -125,6 +125,40 @@ def test_what_the_ledger_cannot_store_is_refused_not_a_500() -> None:
     assert validate_task(task(idempotency_key="order-1\r\n")).idempotency_key == "order-1"  # trimmed first
 
 
+@pytest.mark.parametrize("bad", ["\x00", "\ud800"])
+@pytest.mark.parametrize(
+    ("field", "body"),
+    [
+        ("idempotency_key", lambda bad: task(idempotency_key=f"k{bad}")),
+        ("correlation_id", lambda bad: task(correlation_id=f"c{bad}")),
+        ("callback_url", lambda bad: task(callback_url=f"https://h.example/{bad}")),
+        ("labels", lambda bad: task(labels={"k": f"v{bad}"})),
+        ("labels", lambda bad: task(labels={f"k{bad}": "v"})),
+        ("params.target_id", lambda bad: task(params={"target_id": f"d{bad}"})),
+        ("params.source.account", lambda bad: task(params={"query": {"tags": ["a"]}, "source": {"account": bad}})),
+        ("params.query.tags", lambda bad: task(params={"query": {"tags": [f"a{bad}"]}})),
+        (
+            "params.constraints.exclude",
+            lambda bad: task(
+                params={"query": {"tags": ["a"]}, "constraints": {"exclude": [{"kind": "work", "id": bad}]}}
+            ),
+        ),
+        (
+            "params.constraints.work_types",
+            lambda bad: task(params={"query": {"tags": ["a"]}, "constraints": {"work_types": [bad]}}),
+        ),
+    ],
+)
+def test_a_string_the_ledger_cannot_store_is_refused_saying_why(field: str, body: Any, bad: str) -> None:
+    # A short string holding a NUL or a lone surrogate (JSON carries both, PostgreSQL text
+    # stores neither) is refused naming its member — and its message says why: until
+    # 2026-12-07 it said only the rule's length or shape ("a string of at most 200
+    # characters" of a 2-character correlation id, "a non-blank string" of a tag "a\x00").
+    err = refused(body(bad))
+    assert (err.code, err.detail["field"]) == ("invalid_params", field)
+    assert "NUL or a lone surrogate" in err.message, err.message
+
+
 def test_a_task_is_measured_as_its_compact_utf8_json() -> None:
     # The rule POST /jobs applies to its body, for a Task that came another way
     # (Temporal, a parent workflow, follow_job, Nexus, curaflow run).

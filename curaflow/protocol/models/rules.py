@@ -42,24 +42,30 @@ MAX_EXCLUDE_ID_LENGTH = 100
 MAX_ACCOUNT_LENGTH = 100
 MAX_SCAN_LIMIT = 100
 EXCLUDE_KINDS = ("work", "candidate", "tag")
+#: What every string rule says of :func:`~curaflow.protocol.keys.storable`, so a refused
+#: short string says why (2026-12-07: a 2-character correlation id holding a NUL was told
+#: "at most 200 characters", a tag "a\x00" "a non-blank string"). The legacy shim's
+#: ``correlationId`` says the same.
+STORABLE = "without NUL or a lone surrogate"
 
 #: The sentence of each member's rule (``detail.field`` → message), used for pydantic's
 #: own errors (missing member, wrong type) at that member.
 RULES: dict[str, str] = {
     "protocol_version": "protocol_version is required",
     "idempotency_key": (
-        "idempotency_key must be a non-blank string without control characters (line breaks, tabs, NUL…)"
+        "idempotency_key must be a non-blank string without control characters (line breaks, tabs…), "
+        "NUL or a lone surrogate"
     ),
-    "correlation_id": f"correlation_id must be a string of at most {MAX_CORRELATION_LENGTH} characters",
-    "callback_url": f"callback_url must be a string of at most {MAX_CALLBACK_LENGTH} characters",
+    "correlation_id": f"correlation_id must be a string of at most {MAX_CORRELATION_LENGTH} characters, {STORABLE}",
+    "callback_url": f"callback_url must be a string of at most {MAX_CALLBACK_LENGTH} characters, {STORABLE}",
     "deadline_ms": f"deadline_ms must be an integer from {MIN_DEADLINE_MS} to {MAX_DEADLINE_MS}",
-    "labels": "labels must be an object of string values",
+    "labels": f"labels must be an object of string values, {STORABLE}",
     "params": "params must be an object",
-    "params.target_id": "params.target_id must be a non-blank string",
+    "params.target_id": f"params.target_id must be a non-blank string, {STORABLE}",
     "params.source": "params.source must be an object",
     "params.source.platform": 'params.source.platform must be "pixiv"',
     "params.source.account": (
-        f"params.source.account must be a non-blank string of at most {MAX_ACCOUNT_LENGTH} characters"
+        f"params.source.account must be a non-blank string of at most {MAX_ACCOUNT_LENGTH} characters, {STORABLE}"
     ),
     "params.query": "params.query must be an object",
     "params.query.tags": f"params.query.tags must be an array of 1-{MAX_TAGS} tags",
@@ -67,11 +73,11 @@ RULES: dict[str, str] = {
     "params.constraints": "params.constraints must be an object",
     "params.constraints.exclude": (
         "each exclude item needs kind work|candidate|tag and a non-blank id "
-        f"of at most {MAX_EXCLUDE_ID_LENGTH} characters"
+        f"of at most {MAX_EXCLUDE_ID_LENGTH} characters, {STORABLE}"
     ),
     "params.constraints.limit": "params.constraints.limit must be an integer >= 1",
     "params.constraints.scan_limit": "params.constraints.scan_limit must be an integer >= 1",
-    "params.constraints.work_types": "params.constraints.work_types must be an array of non-empty strings",
+    "params.constraints.work_types": f"params.constraints.work_types must be an array of non-empty strings, {STORABLE}",
 }
 
 
@@ -214,7 +220,8 @@ def check_tags(value: Any) -> Any:
     for tag in value:
         if not _nonblank(tag) or len(tag) > MAX_TAG_LENGTH:
             raise refuse(
-                "params.query.tags", f"each tag must be a non-blank string of at most {MAX_TAG_LENGTH} characters"
+                "params.query.tags",
+                f"each tag must be a non-blank string of at most {MAX_TAG_LENGTH} characters, {STORABLE}",
             )
     return [tag.strip() for tag in value]
 
