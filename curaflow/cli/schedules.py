@@ -296,7 +296,9 @@ def misses(
     """The occurrences a plan did not run, by nominal time (UTC) and cause: `skipped_overlap`
     (a job of the plan was still running), `skipped_outage` (none was: Temporal or the
     workers were down), `missed_catchup_window` (more than 90 min late), `configuration_error`
-    (started, but the worker that admitted it has none of its targets). Read from the
+    (started, but the worker that admitted it has none of its targets), `not_admitted`
+    (started, but its occurrence closed before its job was admitted: timed out waiting for
+    a worker or the ledger, terminated or cancelled by hand). Read from the
     ledger, where the workers' schedule watch records them."""
     settings = settings_or_exit(config)
     configure_logging("WARNING", settings.observability.log_json)

@@ -256,13 +256,21 @@ class MissCause(StrEnum):
       it has none of the plan's targets configured (workers with different
       configurations, or a plan removed from the configuration whose schedule was not
       synced): the trampoline failed and no job exists. Named by the admission
-      (:func:`~curaflow.schedules.admit.admit_occurrence`), never by :func:`name_misses`.
+      (:func:`~curaflow.schedules.admit.admit_occurrence`), never by :func:`name_misses`;
+    * ``not_admitted`` — Temporal started the time, but its occurrence (the trampoline)
+      closed before its job was admitted: it timed out (every worker, or the ledger, away
+      longer than :func:`occurrence_timeout`), an operator terminated or cancelled it, its
+      action was no plan. Temporal counts it as an action taken, never as a miss. Named by
+      the watch (:func:`~curaflow.schedules.watch.unadmitted_actions`, 2026-12-07: said
+      nowhere before — the first time of a long outage had no job and no miss), never by
+      :func:`name_misses`.
     """
 
     CATCHUP_WINDOW = "missed_catchup_window"
     OVERLAP = "skipped_overlap"
     OUTAGE = "skipped_outage"
     CONFIGURATION_ERROR = "configuration_error"
+    NOT_ADMITTED = "not_admitted"
 
 
 #: One minute in ms: an occurrence is its nominal time to the minute (its job id).

@@ -97,8 +97,10 @@ SCHEDULE_MISSED = Counter(
     "curaflow_schedule_occurrences_missed_total",
     "Occurrences a plan did not run: missed_catchup_window (later than the 90 min catch-up "
     "window), skipped_overlap (a job of the plan was still running), skipped_outage (skipped "
-    "while no job of the plan ran: Temporal or the workers were down) or configuration_error "
-    "(started, but none of its targets is configured on the worker that admitted it).",
+    "while no job of the plan ran: Temporal or the workers were down), configuration_error "
+    "(started, but none of its targets is configured on the worker that admitted it) or "
+    "not_admitted (started, but its occurrence closed before its job was admitted: timed out "
+    "waiting for a worker or the ledger, terminated or cancelled by hand).",
     ["schedule_id", "why"],
 )
 SCHEDULE_BROKEN = Gauge(
@@ -119,7 +121,7 @@ SCHEDULE_BROKEN = Gauge(
 UNCONFIGURED_PLAN = "(unconfigured)"
 #: The causes a missed occurrence is counted under: every
 #: :class:`~curaflow.domain.occurrence.MissCause`.
-MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage", "configuration_error")
+MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage", "configuration_error", "not_admitted")
 #: The values of ``curaflow_schedule_broken``'s ``why`` label.
 SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan", "never_runs", "configuration_error")
 SCHEDULE_START_LAG = Histogram(

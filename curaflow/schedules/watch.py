@@ -26,12 +26,14 @@ from datetime import UTC, datetime
 
 import asyncpg
 from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleDescription
 
 from curaflow.config import ScheduleConfig, Settings
-from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses, occurrence_minute_ms
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
+from curaflow.ledger.jobs import occurrence_job
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
@@ -56,7 +58,7 @@ class Missed:
     """Occurrences newly found missed on one schedule in one watch tick.
 
     Attributes:
-        missed_catchup / skipped_overlap / skipped_outage: how many, by cause
+        missed_catchup / skipped_overlap / skipped_outage / not_admitted: how many, by cause
             (:class:`~curaflow.domain.occurrence.MissCause`). A skip Temporal counted
             whose time is not a time of the spec (a ``schedules trigger`` skipped behind
             a running occurrence) keeps Temporal's label and is not named.
@@ -67,6 +69,7 @@ class Missed:
     missed_catchup: int
     skipped_overlap: int
     skipped_outage: int = 0
+    not_admitted: int = 0
     dropped: list[tuple[datetime, MissCause]] = field(default_factory=list)
 
 
@@ -132,6 +135,44 @@ async def dropped_times(
     taken += [r["occurrence_at"] for r in rows if r["occurrence_at"] is not None]
     dropped = [t for t in matched if not any(t - MATCH_SLACK_MS <= a <= t + slack for a in taken)]
     return dropped, [(r["created_at"], r["completed_at"]) for r in rows]
+
+
+#: How a trampoline Temporal started may close before its job was admitted (its run's
+#: status as the schedule's recent actions give it): everything but running and completed
+#: (a completed trampoline admitted its job, or converged on the minute's job).
+CLOSED_UNCOMPLETED = frozenset(
+    {
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
+    }
+)
+
+
+async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: ScheduleDescription) -> list[int]:
+    """The nominal minutes (epoch ms, UTC, ascending) of the schedule's recent actions whose
+    occurrence closed without completing and of which the ledger holds no job: times
+    Temporal started that ran nothing (:attr:`MissCause.NOT_ADMITTED`).
+
+    Temporal counts such a time as an action taken, never as a miss, so :func:`dropped_times`
+    never sees it: the occurrence that waited for a worker at the first time of an outage
+    longer than its bound (:func:`~curaflow.domain.occurrence.occurrence_timeout`) timed out
+    with no job, and only the times skipped behind it were named (until 2026-12-07).
+    Its minute is the one the admission would have named
+    (:func:`~curaflow.domain.occurrence.occurrence_minute_ms` of the action's time, as
+    :func:`~curaflow.schedules.admit.admit_occurrence` names a ``configuration_error``), so
+    a trampoline the admission refused is named once. The run's status is the server's
+    (``start_workflow_status``; a server that does not give it names nothing here). Cost: one
+    indexed ledger read per recent action so closed (Temporal keeps the last ten actions),
+    no Temporal call beyond the watch's describe.
+    """
+    closed = {
+        occurrence_minute_ms(action.schedule_time.ToMilliseconds())
+        for action in desc.raw_description.info.recent_actions
+        if action.start_workflow_status in CLOSED_UNCOMPLETED
+    }
+    return [minute for minute in sorted(closed) if await occurrence_job(conn, plan_id, minute) is None]
 
 
 #: How long a plan counts as broken (``curaflow_schedule_broken{why="configuration_error"}``)
@@ -272,6 +313,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
             if (new_missed or new_skipped) and start < horizon:
                 dropped, open_jobs = await dropped_times(conn, client, plan, desc, start, horizon)
                 named = name_misses(dropped, missed_catchup=new_missed, skipped=new_skipped, open_jobs=open_jobs)
+            closed = [(minute, MissCause.NOT_ADMITTED) for minute in await unadmitted_actions(conn, plan.id, desc)]
             async with conn.transaction():
                 await conn.execute(
                     """INSERT INTO schedule_watch
@@ -287,7 +329,10 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     max(start, min(horizon, now - SETTLE_MS)),
                 )
                 await record_misses(conn, plan.id, named, now)
-            if not (new_missed or new_skipped):
+                # seen again on every tick while Temporal lists the action: named once
+                ended = set(await record_misses(conn, plan.id, closed, now))
+            named = sorted(named + [(at, cause) for at, cause in closed if at in ended])
+            if not (new_missed or new_skipped or ended):
                 continue
             by_cause = {cause: sum(1 for _, c in named if c == cause) for cause in MissCause}
             # what Temporal counted but no spec time explains keeps Temporal's own label
@@ -299,6 +344,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                 missed_catchup=by_cause[MissCause.CATCHUP_WINDOW],
                 skipped_overlap=by_cause[MissCause.OVERLAP],
                 skipped_outage=by_cause[MissCause.OUTAGE],
+                not_admitted=by_cause[MissCause.NOT_ADMITTED],
                 dropped=[(datetime.fromtimestamp(t / 1000, tz=UTC), c) for t, c in named],
             )
             found.append(new)
@@ -310,6 +356,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                 missed_catchup_window=new.missed_catchup,
                 skipped_overlap=new.skipped_overlap,
                 skipped_outage=new.skipped_outage,
+                not_admitted=new.not_admitted,
                 dropped=[{"at": at.isoformat().replace("+00:00", "Z"), "why": str(c)} for at, c in new.dropped],
                 catchup_window_s=CATCHUP_WINDOW_S,
                 total_missed_catchup_window=missed,
