@@ -21,12 +21,14 @@ another occurrence (``schedule.never_runs``: no next action time).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
 from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.api.schedule.v1 import ScheduleActionResult
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleDescription
 
@@ -150,6 +152,25 @@ CLOSED_UNCOMPLETED = frozenset(
 )
 
 
+def nominal_ms(action: ScheduleActionResult) -> int:
+    """The nominal time (epoch ms, UTC) of one of a schedule's recent actions: the time the
+    trampoline it started admits its job under.
+
+    Temporal names each workflow a schedule starts ``<action's workflow id>-<nominal time>``
+    (RFC 3339, UTC, to the second: ``nightly@occurrence-2026-12-07T09:00:00Z``) — the value
+    it gives that workflow as ``TemporalScheduledStartTime``, which the trampoline reads. The
+    action's ``schedule_time`` is not it: it includes the plan's jitter (measured on the dev
+    server, jitter 3.5 s: nominal 19:53:40, ``schedule_time`` 19:53:41.443), which may carry
+    it into the next minute. An id without that ending (never seen) gives ``schedule_time``.
+    """
+    workflow_id = action.start_workflow_result.workflow_id
+    stamp = workflow_id[-len("2026-12-07T09:00:00Z") :]
+    if workflow_id[: -len(stamp)].endswith("-"):
+        with contextlib.suppress(ValueError):
+            return _ms(datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC))
+    return int(action.schedule_time.ToMilliseconds())
+
+
 async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: ScheduleDescription) -> list[int]:
     """The nominal minutes (epoch ms, UTC, ascending) of the schedule's recent actions whose
     occurrence closed without completing and of which the ledger holds no job: times
@@ -160,7 +181,8 @@ async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: Sched
     longer than its bound (:func:`~curaflow.domain.occurrence.occurrence_timeout`) timed out
     with no job, and only the times skipped behind it were named (until 2026-12-07).
     Its minute is the one the admission would have named
-    (:func:`~curaflow.domain.occurrence.occurrence_minute_ms` of the action's time, as
+    (:func:`~curaflow.domain.occurrence.occurrence_minute_ms` of the nominal time,
+    :func:`nominal_ms` — not of the action's jittered time —, as
     :func:`~curaflow.schedules.admit.admit_occurrence` names a ``configuration_error``), so
     a trampoline the admission refused is named once. The run's status is the server's
     (``start_workflow_status``; a server that does not give it names nothing here). Cost: one
@@ -168,7 +190,7 @@ async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: Sched
     no Temporal call beyond the watch's describe.
     """
     closed = {
-        occurrence_minute_ms(action.schedule_time.ToMilliseconds())
+        occurrence_minute_ms(nominal_ms(action))
         for action in desc.raw_description.info.recent_actions
         if action.start_workflow_status in CLOSED_UNCOMPLETED
     }

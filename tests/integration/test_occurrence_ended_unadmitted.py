@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from temporalio.api.enums.v1.workflow_pb2 import WorkflowExecutionStatus as Status
+from temporalio.api.schedule.v1 import ScheduleActionResult as ScheduleActionResultProto
+from temporalio.api.workflowservice.v1 import DescribeScheduleResponse as ScheduleDescriptionProto
 from temporalio.client import (
     Client,
     ScheduleActionStartWorkflow,
@@ -25,13 +29,19 @@ from temporalio.client import (
 )
 
 from curaflow import schedules as plans
-from curaflow.domain.occurrence import occurrence_minute_ms
+from curaflow.domain.occurrence import AdmitOccurrenceInput, occurrence_minute_ms
 from curaflow.observability.metrics import SCHEDULE_MISSED
+from curaflow.schedules import OccurrenceConfigError, admit_occurrence
+from curaflow.schedules.sync import occurrence_input
+from curaflow.schedules.watch import unadmitted_actions
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import _cleanup, plan_config
 from tests.support import eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CANCELED = Status.WORKFLOW_EXECUTION_STATUS_CANCELED
+FAILED = Status.WORKFLOW_EXECUTION_STATUS_FAILED
 
 
 async def test_an_occurrence_that_timed_out_before_its_admission_is_a_named_miss(
@@ -78,3 +88,44 @@ async def test_an_occurrence_that_timed_out_before_its_admission_is_a_named_miss
         assert "skipped_outage" in recorded.values()  # the times skipped behind it, as before
     finally:
         await _cleanup(client, plan_id)
+
+
+def _action(workflow_id: str, schedule_ms: int, status: int) -> ScheduleActionResultProto:
+    """A recent action as Temporal describes it: ``schedule_time`` includes the plan's jitter,
+    the workflow id ends in the nominal time (measured on the dev server: nominal 19:53:40,
+    ``schedule_time`` 19:53:41.443, ``TemporalScheduledStartTime`` 19:53:40)."""
+    action = ScheduleActionResultProto(start_workflow_status=status)  # type: ignore[arg-type]
+    action.schedule_time.FromMilliseconds(schedule_ms)
+    action.actual_time.FromMilliseconds(schedule_ms + 20)
+    action.start_workflow_result.workflow_id = workflow_id
+    return action
+
+
+async def test_an_occurrence_is_named_by_its_nominal_minute_not_its_jittered_action_time(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A plan with a jitter: Temporal's action time is the nominal time plus the jitter,
+    which may fall in the next minute. An occurrence cancelled by hand once its job was
+    admitted (the job runs on) is no miss, and one refused by the admission
+    (``configuration_error``) is named once, under the minute the admission named."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["0 9 * * *"], timezone="UTC", jitter_ms=300_000))
+    pool = await stack.ledger()
+    nominal = int(datetime(2026, 12, 7, 9, 0, tzinfo=UTC).timestamp() * 1000)
+    plan = stack.settings.schedules[0]
+    occurrence = occurrence_input(stack.settings, plan)
+    await admit_occurrence(pool, stack.settings, AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=nominal))
+    refused = nominal + 24 * 3600 * 1000  # the next day: none of its targets configured on this worker
+    unknown = stack.settings.model_copy(update={"schedules": [plan.model_copy(update={"target_ids": ["gone"]})]})
+    with pytest.raises(OccurrenceConfigError):
+        await admit_occurrence(pool, unknown, AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=refused))
+    raw = ScheduleDescriptionProto()
+    raw.info.recent_actions.extend(
+        [
+            _action(f"{plan_id}@occurrence-2026-12-07T09:00:00Z", nominal + 150_000, CANCELED),
+            _action(f"{plan_id}@occurrence-2026-12-08T09:00:00Z", refused + 150_000, FAILED),
+        ]
+    )
+    desc = SimpleNamespace(raw_description=raw)
+    async with pool.acquire() as conn:
+        assert await unadmitted_actions(conn, plan_id, desc) == [refused]  # type: ignore[arg-type]
