@@ -27,7 +27,7 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, lock_occurrence, occurrence_of, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
-from curaflow.schedules.watch import record_misses
+from curaflow.schedules.watch import record_misses, withdraw_not_admitted
 
 log = get_logger("curaflow.schedules")
 
@@ -179,6 +179,9 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
                     deadline_ms=settings.budgets.default_deadline_ms,
                 ),
             )
+            if row.job_input is not None and await withdraw_not_admitted(conn, occ.schedule_id, minute):
+                # its trampoline closed while this admission ran, and the watch named the minute
+                log.info("schedule.miss_withdrawn", schedule_id=occ.schedule_id, job_id=job_id, why="not_admitted")
     if unadmitted is not None:  # raised once the miss is committed
         raise OccurrenceConfigError(unadmitted)
     if row.job_input is None:  # lost a race with a concurrent trigger of the same minute

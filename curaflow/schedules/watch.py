@@ -248,6 +248,24 @@ async def record_misses(
     return sorted(r["nominal_at"] for r in rows)
 
 
+async def withdraw_not_admitted(conn: asyncpg.Connection, schedule_id: str, minute_ms: int) -> bool:
+    """Take back the ``not_admitted`` miss of one nominal minute of a plan, called by the
+    admission that commits that minute's job (in its transaction): a trampoline cancelled or
+    terminated while its ``admit_occurrence`` ran closes at once, and the activity — which
+    hears no cancel — commits the job a moment later (the reconciler's rule 1 then starts
+    it); a watch tick in between named the minute (:func:`unadmitted_actions`). The only
+    other writer of ``schedule_misses`` beside :func:`record_misses`; the log line and the
+    counter already emitted stay (a counter only grows). Returns whether one was taken back.
+    """
+    status = await conn.execute(
+        "DELETE FROM schedule_misses WHERE schedule_id = $1 AND nominal_at = $2 AND why = $3",
+        schedule_id,
+        minute_ms,
+        str(MissCause.NOT_ADMITTED),
+    )
+    return status.endswith(" 1")
+
+
 async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> list[Missed]:
     """Compare Temporal's missed/skipped counters with the ledger's; name and report the increase.
 

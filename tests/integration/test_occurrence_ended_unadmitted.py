@@ -29,11 +29,11 @@ from temporalio.client import (
 )
 
 from curaflow import schedules as plans
-from curaflow.domain.occurrence import AdmitOccurrenceInput, occurrence_minute_ms
+from curaflow.domain.occurrence import AdmitOccurrenceInput, MissCause, occurrence_minute_ms
 from curaflow.observability.metrics import SCHEDULE_MISSED
 from curaflow.schedules import OccurrenceConfigError, admit_occurrence
 from curaflow.schedules.sync import occurrence_input
-from curaflow.schedules.watch import unadmitted_actions
+from curaflow.schedules.watch import record_misses, unadmitted_actions
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import _cleanup, plan_config
 from tests.support import eventually, short_id
@@ -129,3 +129,25 @@ async def test_an_occurrence_is_named_by_its_nominal_minute_not_its_jittered_act
     desc = SimpleNamespace(raw_description=raw)
     async with pool.acquire() as conn:
         assert await unadmitted_actions(conn, plan_id, desc) == [refused]  # type: ignore[arg-type]
+
+
+async def test_an_occurrence_named_not_admitted_whose_admission_then_commits_is_no_miss(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A trampoline cancelled or terminated while its ``admit_occurrence`` runs closes at
+    once; the activity (it hears no cancel) commits its job a moment later, which the
+    reconciler then starts. A watch tick in between named the minute ``not_admitted``: the
+    admission that commits the job takes that name back, so the ledger never holds a time
+    both run and missed."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["0 9 * * *"], timezone="UTC"))
+    pool = await stack.ledger()
+    nominal = int(datetime(2026, 12, 7, 9, 0, tzinfo=UTC).timestamp() * 1000)
+    async with pool.acquire() as conn:
+        assert await record_misses(conn, plan_id, [(nominal, MissCause.NOT_ADMITTED)], nominal + 1000)
+    occurrence = occurrence_input(stack.settings, stack.settings.schedules[0])
+    admission = await admit_occurrence(
+        pool, stack.settings, AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=nominal)
+    )
+    assert admission.created
+    assert await plans.list_misses(pool, plan_id) == []
