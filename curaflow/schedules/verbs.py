@@ -102,14 +102,23 @@ async def trigger(
         overlap policy skipped it because the previous occurrence still runs).
 
     Raises:
-        ScheduleError: unknown schedule.
+        ScheduleError: unknown schedule, or one whose action is no curaflow plan (edited by
+            hand, or a schedule of the namespace that is not curaflow's): nothing is
+            triggered. Until 2026-12-07 the action was started and a job id printed in UTC,
+            a job that never exists (the trampoline refuses the input, admitting nothing).
     """
     handle = await _handle(client, schedule_id)
     desc = await handle.describe()
     seen = {(a.scheduled_at, getattr(a.action, "workflow_id", "")) for a in desc.info.recent_actions}
     skipped = desc.info.num_actions_skipped_overlap
     inp = await current_input(client, desc)
-    timezone = inp.timezone if inp else "UTC"
+    if inp is None:
+        raise ScheduleError(
+            f"schedule {schedule_id!r}: its action is no curaflow plan (edited by hand, or not curaflow's), "
+            "so an occurrence would admit no job; nothing triggered (`curaflow schedules sync` restores a "
+            "configured plan's action)"
+        )
+    timezone = inp.timezone
     await handle.trigger()
     deadline = asyncio.get_running_loop().time() + wait_s
     while asyncio.get_running_loop().time() < deadline:
