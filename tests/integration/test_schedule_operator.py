@@ -15,7 +15,10 @@ from temporalio.client import (
     Client,
     ScheduleActionExecutionStartWorkflow,
     ScheduleActionResult,
+    ScheduleActionStartWorkflow,
     ScheduleDescription,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -354,5 +357,34 @@ async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and
             finally:
                 await holder.execute("SELECT pg_advisory_unlock($1)", WATCH_LOCK_KEY)
         assert broken() == {"not_found": None, "action_not_a_plan": None}
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def test_a_trigger_of_a_schedule_whose_action_is_no_plan_is_refused_and_starts_nothing(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    """``curaflow schedules trigger`` of a schedule whose action was edited by hand into no
+    plan (or a schedule of the namespace that is not curaflow's) started the action and
+    printed a job id in UTC — a job that never exists: the trampoline fails
+    ``invalid_occurrence_input`` and admits nothing. It is refused, naming the repair."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["0 3 * * *"], timezone="Asia/Tokyo"))
+    client, pool = temporal_client, await stack.ledger()
+    handle = client.get_schedule_handle(plan_id)
+    try:
+        await plans.sync_schedules(client, stack.settings)
+
+        def junk(current: ScheduleUpdateInput) -> ScheduleUpdate:
+            schedule = current.description.schedule
+            assert isinstance(schedule.action, ScheduleActionStartWorkflow)
+            schedule.action.args = ["junk"]
+            return ScheduleUpdate(schedule=schedule)
+
+        await handle.update(junk)
+        with pytest.raises(plans.ScheduleError) as refused:
+            await plans.trigger(client, plan_id, wait_s=2, pool=pool)
+        assert "no curaflow plan" in str(refused.value) and "curaflow schedules sync" in str(refused.value)
+        assert (await handle.describe()).info.num_actions == 0  # nothing started
     finally:
         await _cleanup(client, plan_id)
