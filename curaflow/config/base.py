@@ -6,14 +6,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 
 #: The shape of every configured name: a target, a schedule, a route, a source instance.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class Section(BaseModel):
-    """A section (or entry) of the configuration file: a key it does not define is an error."""
+class Section(BooleansAreNoNumbers):
+    """A section (or entry) of the configuration file: a key it does not define is an error,
+    a boolean given for a number too (:mod:`curaflow.domain.config_numbers`)."""
 
     model_config = ConfigDict(extra="forbid")
 

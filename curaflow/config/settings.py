@@ -42,6 +42,7 @@ from curaflow.config.supervision import SupervisionSettings
 from curaflow.config.targets import TargetConfig
 from curaflow.config.temporal import TemporalSettings
 from curaflow.config.tokens import read_stored_tokens
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetQuery
 from curaflow.domain.text import setting_path
 from curaflow.outbound.settings import OutboundSettings
@@ -89,7 +90,7 @@ def _default_targets() -> list[TargetConfig]:
     return [TargetConfig(id="demo", query=TargetQuery(tags=["オリジナル"]), routes=["out"])]
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, BooleansAreNoNumbers):
     """All of curaflow's configuration (see :mod:`curaflow.config` for its sources and their precedence).
 
     ``max_fallback_passes``: search passes per cell of a scheduled job (reference §5.5's

@@ -7,14 +7,15 @@ Its own module, as the routes' and sources' config models are theirs: the settin
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 from curaflow.outbound.destinations import parse_networks
 
 MiB_ = 1024 * 1024
 
 
-class OutboundSettings(BaseModel):
+class OutboundSettings(BooleansAreNoNumbers):
     """The outbound layer's limits and the destination guard (DESIGN "The outbound layer").
 
     Attributes:

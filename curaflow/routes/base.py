@@ -18,8 +18,9 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import ConfigDict, model_validator
 
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
@@ -29,7 +30,7 @@ from curaflow.outbound import answer_head
 from curaflow.outbound.destinations import Destinations
 
 
-class RouteSettings(BaseModel):
+class RouteSettings(BooleansAreNoNumbers):
     """What the configuration of every route kind takes (``[routes.<name>]``); each kind
     subclasses it next to its route (``DirectoryRouteConfig`` in
     :mod:`curaflow.routes.directory`, …) with a ``kind`` literal, implements

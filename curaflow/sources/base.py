@@ -43,6 +43,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
@@ -330,7 +331,7 @@ GateIntervalMs = Annotated[int, AfterValidator(_interval_within_bounds)]
 GateConcurrency = Annotated[int, AfterValidator(_concurrency_within_bounds)]
 
 
-class SourceConfig(BaseModel):
+class SourceConfig(BooleansAreNoNumbers):
     """The configuration of one source instance (an entry of ``[sources.<name>]``).
 
     Each source kind subclasses it with its own fields and a ``kind`` literal, and

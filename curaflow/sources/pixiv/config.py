@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
+from curaflow.domain.config_numbers import BooleansAreNoNumbers
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
 from curaflow.sources.base import GateConcurrency, GateIntervalMs, SourceConfig, SourcePolicy
 
 
-class _Section(BaseModel):
+class _Section(BooleansAreNoNumbers):
     model_config = ConfigDict(extra="forbid")
 
 
