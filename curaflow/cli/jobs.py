@@ -11,8 +11,9 @@ The verbs use :class:`curaflow.client.CuraflowClient` against a running API:
 Output: human-readable by default; ``--json`` prints the protocol JSON on stdout (a Job,
 or one Event per line for ``events``). Progress displays go to stderr. Exit status: 0
 done (for ``submit --follow``: the job succeeded), 1 the followed job ended otherwise,
-2 the API refused the request, the configuration is invalid or ``submit`` has nothing
-to search for (neither ``--tags`` nor ``--target``), 3 the API could not be reached,
+2 the API refused the request, the configuration is invalid, ``--api-url`` can name no
+API (:func:`api_url_problem`) or ``submit`` has nothing to search for (neither ``--tags``
+nor ``--target``), 3 the API could not be reached,
 refused the token, or could not serve the request now (a 5xx answer such as ``503`` while
 PostgreSQL is down behind it, or ``429``: :func:`exit_code_of_refusal`) — try again later.
 """
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -45,6 +47,7 @@ from curaflow.client import (
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
 from curaflow.observability.console import print_json
+from curaflow.outbound.destinations import origin_of
 from curaflow.protocol import models
 
 ApiUrlOption = typer.Option(
@@ -56,9 +59,40 @@ ApiUrlOption = typer.Option(
 JsonOption = typer.Option(False, "--json", help="Print protocol JSON on stdout.")
 
 
+def api_url_problem(url: str) -> str | None:
+    """Why ``url`` (``--api-url`` / ``CURAFLOW_API_URL``) can name no API, or None.
+
+    An API base URL is an ``http(s)`` URL with a host and a port (1…65535,
+    :func:`curaflow.outbound.destinations.origin_of`), without whitespace, query or
+    fragment (each request's path is appended to it). The words never repeat the URL,
+    which may carry a credential. Until 2026-12-07 such a URL was tried and failed "cannot
+    reach" with exit status 3, "try again later" (``localhost:8080``, no scheme, included).
+    """
+    if url != url.strip() or any(not ch.isprintable() for ch in url):
+        return "holds whitespace or an unprintable character"
+    try:
+        parsed = httpx.URL(url)
+        origin_of(url)
+    except (httpx.InvalidURL, ValueError):
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https"):
+        return "not an http(s) URL with a host and a port (1…65535), such as http://127.0.0.1:8080"
+    if parsed.query or parsed.fragment:
+        return "holds a query or a fragment: give the API's base URL (the paths /jobs … are appended to it)"
+    return None
+
+
 def api_url_for(settings: Settings, explicit: str | None) -> str:
-    """The API to talk to (see the module doc)."""
+    """The API to talk to (see the module doc).
+
+    Raises:
+        typer.Exit: (2) ``explicit`` can name no API (:func:`api_url_problem`).
+    """
     if explicit:
+        problem = api_url_problem(explicit)
+        if problem is not None:
+            error(f"--api-url / CURAFLOW_API_URL: {problem}")
+            raise typer.Exit(2)
         return explicit.rstrip("/")
     info = read_stack_info(settings.state_dir)
     if info is not None and info.api_url:
