@@ -64,7 +64,9 @@ def api_url_problem(url: str) -> str | None:
 
     An API base URL is an ``http(s)`` URL with a host and a port (1…65535,
     :func:`curaflow.outbound.destinations.origin_of`), without whitespace, query or
-    fragment (each request's path is appended to it). The words never repeat the URL,
+    fragment (each request's path is appended to it), without user information (httpx
+    sends a URL's user and password as HTTP Basic in place of the bearer token: every
+    request refused 401). The words never repeat the URL,
     which may carry a credential. Until 2026-12-07 such a URL was tried and failed "cannot
     reach" with exit status 3, "try again later" (``localhost:8080``, no scheme, included).
     """
@@ -77,6 +79,11 @@ def api_url_problem(url: str) -> str | None:
         parsed = None
     if parsed is None or parsed.scheme not in ("http", "https"):
         return "not an http(s) URL with a host and a port (1…65535), such as http://127.0.0.1:8080"
+    if parsed.userinfo:
+        return (
+            "holds a user name or a password: the API reads its token from CURAFLOW_API_TOKEN, and a URL's "
+            "credentials would be sent in its place (HTTP Basic)"
+        )
     if parsed.query or parsed.fragment:
         return "holds a query or a fragment: give the API's base URL (the paths /jobs … are appended to it)"
     return None

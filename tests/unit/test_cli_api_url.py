@@ -5,7 +5,9 @@ and printed ``cannot reach …`` with exit status 3 — "the API could not be re
 again later" (``curaflow.cli.jobs``) — for ``localhost:8080`` (no scheme: what an operator
 types first), ``ftp://…``, ``http://`` or a port over 65535: a script retried for ever what
 no retry mends. Refused before anything is sent, naming the option, the URL not repeated
-(it may carry a credential).
+(it may carry a credential). A URL with a user and a password is refused too: httpx sends
+them as HTTP Basic in place of the bearer token, and every request was refused 401 — and
+the password printed in ``cannot reach http://operator:…@…``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ NO_API = [
     "http://127.0.0.1:8080?token=s3cretvalue",
     "http://127.0.0.1:8080/#jobs",
     " http://127.0.0.1:8080",
+    "http://operator:s3cretvalue@127.0.0.1:8080",
 ]
 
 
