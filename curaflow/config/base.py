@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any, get_args
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from curaflow.domain.config_numbers import BooleansAreNoNumbers
 
@@ -14,11 +16,65 @@ from curaflow.domain.config_numbers import BooleansAreNoNumbers
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
+def unknown_keys(model: type[BaseModel], value: Any) -> list[tuple[str, ...]]:
+    """Where ``value`` (a table given for ``model``) holds a key ``model`` does not define,
+    in it or in a table of a model below it (each as the keys leading to it); empty for a
+    value that is no table or a model that refuses such keys itself (``extra="forbid"``)."""
+    if not isinstance(value, dict) or model.model_config.get("extra") == "forbid":
+        return []
+    known = {key: field for name, field in model.model_fields.items() for key in (name, field.alias) if key}
+    found: list[tuple[str, ...]] = []
+    for key, item in value.items():
+        field = known.get(str(key))
+        if field is None:
+            found.append((str(key),))
+            continue
+        for member in (field.annotation, *get_args(field.annotation)):
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                found += [(str(key), *below) for below in unknown_keys(member, item)]
+    return found
+
+
 class Section(BooleansAreNoNumbers):
     """A section (or entry) of the configuration file: a key it does not define is an error,
-    a boolean given for a number too (:mod:`curaflow.domain.config_numbers`)."""
+    a boolean given for a number too (:mod:`curaflow.domain.config_numbers`).
+
+    A field whose type is a model of another package that ignores keys it does not define
+    (a target's ``query`` and ``filters``: the domain's
+    :class:`~curaflow.domain.messages.TargetQuery` and
+    :class:`~curaflow.domain.messages.TargetFilters`, workflow inputs) is held to the same
+    rule here (:func:`unknown_keys`): until 2026-12-07 ``filters = { min_bookmark = 100 }``
+    loaded and was dropped, the target running unfiltered.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown_keys_below(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        found = [
+            InitErrorDetails(type="extra_forbidden", loc=(key, *where), input=_at(data[key], where))
+            for key, where in (
+                (key, where)
+                for name, field in cls.model_fields.items()
+                for key in dict.fromkeys((name, field.alias or name))
+                if key in data
+                for member in (field.annotation, *get_args(field.annotation))
+                if isinstance(member, type) and issubclass(member, BaseModel)
+                for where in unknown_keys(member, data[key])
+            )
+        ]
+        if found:
+            raise ValidationError.from_exception_data(cls.__name__, found)
+        return data
+
+
+def _at(value: Any, where: tuple[str, ...]) -> Any:
+    for key in where:
+        value = value[key]
+    return value
 
 
 #: Where a value sits in the settings, as pydantic locates an error: section, key, a
