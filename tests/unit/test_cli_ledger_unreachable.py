@@ -212,6 +212,9 @@ def test_a_database_url_asyncpg_cannot_read_is_said_without_a_piece_of_its_passw
         monkeypatch,
         f"postgresql://curaflow:{password}@127.0.0.1:{free_port()}/curaflow",
         TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
+        # a port of its own: `api` binds before it opens the ledger, and on a shared machine
+        # the default 8080 may be taken ("cannot listen", no line about the ledger)
+        CURAFLOW_API__PORT=str(free_port()),
     )
     output: str = result.output  # type: ignore[attr-defined]
     assert result.exit_code in (EXIT_LEDGER_UNREACHABLE, 2), output  # type: ignore[attr-defined]
