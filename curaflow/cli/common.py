@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info, with_services
 from curaflow.domain.text import cut_mark
-from curaflow.ledger.db import OPEN_ERRORS, create_pool, is_unavailable, migrate, open_failure
+from curaflow.ledger.db import OPEN_ERRORS, UnreadableLedgerUrl, create_pool, is_unavailable, migrate, open_failure
 from curaflow.observability.console import text_console
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import EXIT_CANNOT_START
@@ -137,6 +137,10 @@ def temporal_where(settings: Settings) -> str:
 #: number as the HTTP client commands' "API unreachable".
 EXIT_LEDGER_UNREACHABLE = 3
 
+#: Exit status of a command whose configuration cannot work (a setting refused, a
+#: ``DATABASE_URL`` asyncpg cannot use): the same 2 as a usage error.
+EXIT_CONFIGURATION = 2
+
 #: Where a command's ledger is, as :func:`open_ledger`'s message names it.
 LEDGER_CONFIGURED = "PostgreSQL at DATABASE_URL / database.url"
 
@@ -201,7 +205,15 @@ def ledger_unreachable(
     err: BaseException, settings: Settings, where: str, code: int, what: str = "could not be reached"
 ) -> NoReturn:
     """Say in one line that the ledger at ``where`` ``what`` (with the error:
-    :func:`curaflow.ledger.db.open_failure`) and exit ``code``."""
+    :func:`curaflow.ledger.db.open_failure`) and exit ``code``.
+
+    A URL asyncpg refused before connecting (:class:`~curaflow.ledger.db.UnreadableLedgerUrl`:
+    a port that is no number or out of range, an ``sslmode`` it does not know) is no outage —
+    no later try can use it: the line says the URL cannot be used and the command exits 2,
+    the status of every configuration error (until 2026-12-07 it exited ``code``, "could not
+    be reached", which a script reads as "try again later")."""
+    if isinstance(err, UnreadableLedgerUrl):
+        fail(f"the ledger's URL ({where}) cannot be used: {err}", EXIT_CONFIGURATION)
     fail(f"the ledger ({where}) {what}: {open_failure(err, settings.database.connect_timeout_ms)}", code)
 
 

@@ -221,3 +221,26 @@ def test_a_database_url_asyncpg_cannot_read_is_said_without_a_piece_of_its_passw
     one_line_about_the_ledger(output)
     assert not [piece for piece in pieces(password) if piece in output], output
     assert "percent-encode" in output, output
+
+
+#: DATABASE_URLs no retry can make work: asyncpg refuses each before any connection.
+URLS_NEVER_USABLE = {
+    "port-not-a-number": "postgresql://curaflow@127.0.0.1:fivefour/curaflow",
+    "port-out-of-range": "postgresql://curaflow@127.0.0.1:99999/curaflow",
+    "sslmode-unknown": "postgresql://curaflow@127.0.0.1:5432/curaflow?sslmode=sometimes",
+}
+
+
+@pytest.mark.parametrize("url", URLS_NEVER_USABLE.values(), ids=URLS_NEVER_USABLE.keys())
+@pytest.mark.parametrize("args", [["refusals", "list"], ["accounts", "list"], ["schedules", "misses"]], ids=" ".join)
+def test_a_database_url_asyncpg_cannot_use_is_a_configuration_error_not_an_outage(
+    args: list[str], url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until 2026-12-07 such a URL exited 3, "could not be reached" — the status a script
+    reads as "the ledger is away, try again later" — though no later try can use it: it
+    is the configuration's (exit 2, as every other setting that cannot work)."""
+    result = invoke(args, tmp_path, monkeypatch, url)
+    output: str = result.output  # type: ignore[attr-defined]
+    assert result.exit_code == 2, output  # type: ignore[attr-defined]
+    one_line_about_the_ledger(output)
+    assert "could not be reached" not in output, output
