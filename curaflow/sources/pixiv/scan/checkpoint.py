@@ -76,6 +76,11 @@ class ScanCheckpoint(ScanState):
             their neighbours', for the day's bookkeeping only — they never meet a crowded
             day's stop (:func:`~curaflow.sources.pixiv.scan.days._tail_page`), and the walk
             is told (``FrontierWalk.placed``).
+        listed_before / listed_at: the listing of the last page of this pass the scan took
+            (every item's id, ``""`` for one curaflow does not read) and the offset it was
+            asked at; a page asked past it listing the same works in the same order is the
+            source's failure (:func:`~curaflow.sources.pixiv.scan.pages.moves_nowhere`).
+            None: no page taken this pass (or a checkpoint written before the fields).
         unread_free: items with no id curaflow reads this scan examined ``invalid`` without
             counting them against ``pixiv.max_examined`` — the first
             :data:`UNREAD_FREE` of them, with a frontier walk (:meth:`capped`;
@@ -99,6 +104,8 @@ class ScanCheckpoint(ScanState):
     walk: fr.FrontierWalk | None = None
     next_from_source: bool = True
     stepped_over: int | None = None
+    listed_before: list[str] = Field(default_factory=list)
+    listed_at: int | None = None
     unread_free: int = 0
 
     def capped(self, max_examined: int) -> bool:

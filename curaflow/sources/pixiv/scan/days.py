@@ -53,6 +53,7 @@ def _new_pass(cp: ScanCheckpoint) -> None:
     cp.next_url = None
     cp.seen_ids = []
     cp.stepped_over = None
+    cp.listed_before, cp.listed_at = [], None
     cp.pass_first_day, cp.count_day, cp.day_count = None, None, 0
     if cp.walk is not None:
         cp.walk.pass_start = True

@@ -102,6 +102,23 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
         )
 
 
+def moves_nowhere(cp: ScanCheckpoint, offset: int, listed: list[str]) -> bool:
+    """Whether a page asked at ``offset`` lists what the last page of this pass the scan
+    took listed (``cp.listed_before``, asked at ``cp.listed_at``): the same items in the
+    same order, one id at least read, asked at a later offset.
+
+    Pixiv's pages stand 30 places apart: a page further on listing the page before's works
+    again, every one in its place, moved nowhere — a cache or a proxy keyed without
+    ``offset``, a replica stuck on one page. Owner of that decision (2026-12-07): the
+    source's failure, one retried attempt (:func:`_fetch_page`). Works pushed down by new
+    uploads repeat *some* of the page before's (the seam: ``seen_ids``,
+    :func:`~curaflow.sources.pixiv.frontier.repeated_on`), and a page curaflow asks again
+    at or before the last one taken (a seam's, a landing's, a step back over an empty page)
+    is no later page: neither is judged so. Until 2026-12-07 such a page was read as one
+    whose works had all shifted, and the scan followed its ``next_url`` on."""
+    return cp.listed_at is not None and offset > cp.listed_at and any(listed) and listed == cp.listed_before
+
+
 def _listed(page: dict[str, Any]) -> list[str]:
     """The ids of every item of the page, in order; ``""`` for an item with no id curaflow
     reads (:func:`~curaflow.sources.pixiv.client.is_work_id`; one that is no object), as
@@ -568,10 +585,24 @@ async def _fetch_page(
             f"pixiv's next_url leaps from offset {offset} past the page's "
             f"{len(page['illusts'])} works: {clean_text(str(next_url))[:200]!r}",
         )
+    listed = _listed(page)
+    if moves_nowhere(cp, offset, listed):
+        # A cache or a proxy keyed without ``offset`` (a replica stuck on one page) answers
+        # every offset alike: followed, its next_url led through the same works to the
+        # app-api's last offset (a popular_desc or ranking scan then ended its results
+        # there, exhausted; a date-sorted one moved its window and read them again, pass
+        # after pass, until max_examined — thousands of requests through the account's
+        # gate). Not understood: this attempt's, retried from the checkpoint.
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv answered at offset {offset} the very {len(listed)} works it listed at offset "
+            f"{cp.listed_at}, in their order: a page that does not move on (a cache answering every offset "
+            "alike), taken for the source's failure",
+        )
+    cp.listed_before, cp.listed_at = listed, offset
     cp.started = True
     cp.pages += 1
     sort = target.query.sort
-    listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
     works, invalid, cp.unread, cp.placed = _parse_page(
         page, repeated, dated=dated, stated=stated_fields(target), now=now

@@ -1,0 +1,102 @@
+"""A page of results asked past the page before that lists the very works of the page before
+is the source's failure, one retried attempt.
+
+A cache or a proxy keyed without ``offset`` (or a replica stuck on one page) answers every
+offset with the same page, each with a ``next_url`` one page further on. Pixiv's pages are
+30 places apart: a page listing the page before's works again, in their order, moved
+nowhere. Until 2026-12-07 the scan took it for a page whose works had all shifted down by
+new uploads (the seam, ``seen_ids``), examined nothing of it and asked the next — 167 pages
+to the app-api's last offset through the account's gate, then: a ``popular_desc`` or
+ranking scan ended its results there (``exhausted``: "no new works", its frontier settled,
+after reading 30 works), a date-sorted one moved its date window and read the same page
+again from offset 0, pass after pass, until ``pixiv.max_examined`` — ~7 700 requests
+(~11 000 with a frontier) at the account's spacing, every other job of the account waiting
+behind them.
+
+The client runs against ``httpx.MockTransport``, the app-api answering in its wire format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.errors import SourceError
+from curaflow.sources.pixiv.frontier import Frontier
+from curaflow.sources.pixiv.replay.data import recorded_works
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from tests.support import pixiv_answering
+
+WORKS = sorted(recorded_works(), key=lambda w: (w["create_date"], w["id"]), reverse=True)
+
+
+def _next(request: httpx.Request, size: int) -> str:
+    offset = int(request.url.params.get("offset") or 0)
+    return f"https://app-api.pixiv.net/v1/search/illust?offset={offset + size}"
+
+
+async def _scan(api: Any, sort: str, frontier: bool) -> tuple[ScanCheckpoint, list[int], set[str]]:
+    """One scan (scan_limit 10) of a target every listed work of which was delivered
+    before, the offsets it asked and the works it examined."""
+    asked: list[int] = []
+    examined: set[str] = set()
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        asked.append(int(request.url.params.get("offset") or 0))
+        if len(asked) > 400:  # well past the first window's last offset: no end in sight
+            raise AssertionError(f"the scan asked {len(asked)} pages of the same works")
+        return api(request)  # type: ignore[no-any-return]
+
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=["x"], sort=sort), filters=TargetFilters(), scan_limit=10)  # type: ignore[arg-type]
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        examined.update(ids)
+        return dict.fromkeys(ids, "duplicate")
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    extra: dict[str, Any] = {"frontier": Frontier(sort=sort)} if frontier else {}
+    cp = await scan(
+        pixiv_answering(counting), target, scan_limit=10, known=known, on_page=on_page,
+        settled_before="2100-01-01", **extra,
+    )  # fmt: skip
+    return cp, asked, examined
+
+
+SORTS = ["date_desc", "date_asc", "popular_desc"]
+
+
+@pytest.mark.parametrize("frontier", [False, True], ids=["no-frontier", "frontier"])
+@pytest.mark.parametrize("sort", SORTS)
+async def test_a_page_listing_the_page_befores_works_again_is_the_sources_failure(sort: str, frontier: bool) -> None:
+    def same_page(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"illusts": WORKS[:30], "next_url": _next(request, 30)})
+
+    with pytest.raises(SourceError) as raised:
+        await _scan(same_page, sort, frontier)
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert "listed at offset 0" in str(raised.value)
+
+
+@pytest.mark.parametrize("frontier", [False, True], ids=["no-frontier", "frontier"])
+@pytest.mark.parametrize("sort", SORTS)
+async def test_a_page_shifted_by_new_works_is_still_read(sort: str, frontier: bool) -> None:
+    """Guard: a page repeating some of the page before's works (new uploads pushed them
+    down) is read on, its new works examined, to the end of the results."""
+    listing = WORKS[:50] if sort != "date_asc" else WORKS[:50][::-1]  # in the order asked
+
+    def shifting(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset") or 0)
+        start = max(0, offset - 5) if offset else 0  # five works pushed down between two pages
+        page = listing[start : start + 30]
+        more = start + 30 < len(listing)
+        return httpx.Response(200, json={"illusts": page, "next_url": _next(request, 30) if more else None})
+
+    cp, asked, examined = await _scan(shifting, sort, frontier)
+    assert cp.exhausted
+    assert examined == {str(w["id"]) for w in listing}, asked
