@@ -20,6 +20,7 @@ from curaflow.sources.pixiv.client.constants import (
     RATE_LIMIT_MARK,
     REFRESH_TOKEN_WORDS,
     RESTRICTED_MARK,
+    usable_token,
 )
 
 
@@ -257,6 +258,48 @@ def refuses_grant(status: int, body: Any, grant: str = "refresh_token") -> bool:
     if status != OAUTH_ERROR_STATUS or not isinstance(body, dict) or body.get("error") != INVALID_GRANT:
         return False
     return grant != "refresh_token" or names_the_refresh_token(grant_words(body))
+
+
+#: Where Pixiv's token endpoint duplicates its grant in a successful answer (reference
+#: ``pixiv-and-delivery-apis.md`` §2.1: ``access_token``, ``refresh_token``,
+#: ``expires_in`` … at the top level and again under ``response``; pixivpy reads it there).
+GRANT_COPY = "response"
+
+
+def _grant_places(body: Any) -> list[dict[str, Any]]:
+    """The objects of a token answer that may hold its grant: the answer itself, then its
+    :data:`GRANT_COPY` when that is a JSON object."""
+    if not isinstance(body, dict):
+        return []
+    copy = body.get(GRANT_COPY)
+    return [body, copy] if isinstance(copy, dict) else [body]
+
+
+def grant_of(body: Any) -> dict[str, Any] | None:
+    """The grant of a token endpoint's successful answer: the object whose ``access_token``
+    is usable (:func:`~curaflow.sources.pixiv.client.constants.usable_token`) — the answer
+    itself, else its copy under :data:`GRANT_COPY` — read whole from there (its
+    ``expires_in``, its ``refresh_token``); None when neither holds one.
+
+    Owner of where a grant is read (2026-12-07): until then only the top level was, and an
+    answer holding the grant under ``response`` alone (Pixiv's own duplicate, its top level
+    dropped or emptied by a version or a proxy) was no grant: the attempt failed and the
+    refresh token it carried — a rotated one, Pixiv revoking the token sent — was dropped,
+    so the next refresh sent the revoked token and the account ended ``auth_failed``."""
+    return next((place for place in _grant_places(body) if usable_token(place.get("access_token"))), None)
+
+
+def says_a_token(body: Any) -> bool:
+    """Whether a token answer names an ``access_token`` at all (usable or not), at its top
+    level or in its copy under :data:`GRANT_COPY`."""
+    return any("access_token" in place for place in _grant_places(body))
+
+
+def answered_refresh_token(body: Any) -> str | None:
+    """The usable refresh token a token answer carries — at its top level, else in its
+    copy under :data:`GRANT_COPY` — or None (an answer whose access token is unusable
+    keeps it as the account's candidate: ``PixivClient._keep_candidate``)."""
+    return next((token for place in _grant_places(body) if (token := usable_token(place.get("refresh_token")))), None)
 
 
 def speaks_of_the_request(status: int) -> bool:

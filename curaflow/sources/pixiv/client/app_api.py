@@ -20,7 +20,9 @@ from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailabl
 from curaflow.sources.gate import Gate
 from curaflow.sources.pixiv.client.answers import (
     OAUTH_ERROR_STATUS,
+    answered_refresh_token,
     error_text,
+    grant_of,
     grant_words,
     is_app_api_400,
     json_body,
@@ -29,6 +31,7 @@ from curaflow.sources.pixiv.client.answers import (
     refuses_grant,
     refuses_request,
     refuses_token,
+    says_a_token,
     says_gone,
     says_restricted,
     too_large,
@@ -198,8 +201,9 @@ class PixivClient(ImageRequests):
             return self._access_token  # type: ignore[return-value]
 
     async def _token_answer(self, refresh_token: str) -> dict[str, Any] | None:
-        """Ask the token endpoint for an access token with ``refresh_token``: its answer
-        (holding a usable ``access_token``), or None when it refuses the grant.
+        """Ask the token endpoint for an access token with ``refresh_token``: its grant
+        (:func:`grant_of`: the object holding a usable ``access_token``, the answer's top
+        level or Pixiv's copy under ``response``), or None when it refuses the grant.
 
         Raises:
             SourceError: as :meth:`authenticate`, but ``invalid_grant``.
@@ -235,13 +239,15 @@ class PixivClient(ImageRequests):
             # proxy's page, an empty body, the word in a 5xx, a 200 or a redirect — is the
             # source's, retried below.
             return None
-        if (
-            200 <= response.status_code < 300
-            and isinstance(body, dict)
-            and usable_token(body.get("access_token")) is None
-        ):
-            await self._keep_candidate(refresh_token, body.get("refresh_token"))
-        if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
+        granted = 200 <= response.status_code < 300
+        # The grant at the top level, else Pixiv's copy of it under ``response`` (grant_of).
+        grant = grant_of(body) if granted else None
+        if grant is not None:
+            hold(grant["access_token"], usable_token(grant.get("refresh_token")))
+            return grant
+        if granted and isinstance(body, dict):
+            await self._keep_candidate(refresh_token, answered_refresh_token(body))
+        if not granted or not says_a_token(body):
             # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
             reason = reason_for_status(response.status_code, body)
             said = " ".join(w for w in (error_text(body), grant_words(body)) if w)
@@ -250,16 +256,13 @@ class PixivClient(ImageRequests):
                 f"pixiv auth answered HTTP {response.status_code}" + (f": {said[:200]}" if said else ""),
                 status=response.status_code,
             )
-        if usable_token(body["access_token"]) is None:
-            # Not the refresh token's fault: sent on, it would be refused twice and
-            # blamed on the account (auth_failed). The source's glitch, retried.
-            raise SourceError(
-                TerminalReason.REMOTE_HTTP_ERROR,
-                "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
-                status=response.status_code,
-            )
-        hold(body["access_token"], usable_token(body.get("refresh_token")))
-        return body
+        # Not the refresh token's fault: sent on, it would be refused twice and blamed on
+        # the account (auth_failed). The source's glitch, retried.
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
+            status=response.status_code,
+        )
 
     async def _keep_candidate(self, sent: str, answered: object) -> None:
         """Keep ``answered``, the refresh token of an answer to ``sent`` whose access token
