@@ -88,8 +88,9 @@ async def test_an_oversized_rate_limit_is_a_rate_limit() -> None:
 
 @pytest.mark.parametrize("announced", [True, False])
 async def test_an_oversized_answer_of_the_pages_own_status_keeps_its_rule(announced: bool) -> None:
-    """A 2xx over the byte limit is still the page's (the same request gets the same answer:
-    the job ends; DESIGN.md), announced by its ``Content-Length`` or counted."""
+    """A 2xx over the byte limit is judged by its size, announced by its ``Content-Length``
+    or counted: an answer never seen, one retried attempt (until 2026-12-07 the job ended,
+    "the same request gets the same answer")."""
 
     def answer(request: httpx.Request) -> httpx.Response:
         if announced:
@@ -102,7 +103,7 @@ async def test_an_oversized_answer_of_the_pages_own_status_keeps_its_rule(announ
     pixiv = scripted(answer)
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("tag")
-    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
 
 
 #: An answer no decoder of a text codec reads in linear time: Python's ``punycode`` codec

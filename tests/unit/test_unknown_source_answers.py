@@ -703,8 +703,14 @@ async def test_a_works_answer_over_the_byte_limit_holds_the_work_briefly(call: s
     assert raised.value.work_id == "123"
 
 
-async def test_a_search_answer_over_the_byte_limit_still_ends_the_job() -> None:
+@pytest.mark.parametrize("call", ["search_illust", "ranking"])
+async def test_a_search_answer_over_the_byte_limit_is_one_retried_attempt(call: str) -> None:
+    """A 2xx search or ranking page over ``outbound.page_max_bytes`` (a captive portal's or a
+    proxy's page, a body that never ends) is an answer never seen: one attempt, retried —
+    as a page listing more items than a page holds, and the token endpoint's oversized
+    answer, are. Until 2026-12-07 it ended the job at its first answer, not retried ("the
+    same request gets the same answer"): a proxy's passing page cost the job."""
     pixiv = oversized_answers()
     with pytest.raises(SourceError) as raised:
-        await pixiv.search_illust("tag")
-    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+        await getattr(pixiv, call)("tag" if call == "search_illust" else "day")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)

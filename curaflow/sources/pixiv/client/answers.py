@@ -393,24 +393,26 @@ def oversized_failure(err: AnswerTooLarge) -> httpx.Response | None:
     return head
 
 
-def too_large(err: AnswerTooLarge, *, retryable: bool = False) -> SourceError:
-    """An answer over ``outbound.page_max_bytes``: ``remote_http_error``.
+def too_large(err: AnswerTooLarge, *, auth: bool = False) -> SourceError:
+    """An answer over ``outbound.page_max_bytes``: ``remote_http_error``, one retried attempt.
 
     Only for an answer of a 2xx, or with no head (:func:`oversized_failure`: any other
-    status is judged by it). Not retried (the default) for an API answer of no work (a search, a ranking, a page):
-    the same request gets the same answer, retrying only costs the account's gate. Asked of
-    one work (its detail, its ugoira metadata), ``PixivClient._get`` holds the work back
-    briefly instead (2026-12-06: the job ended, and each later job of the target met the
-    work first again). ``retryable`` for the token endpoint's: every
-    request of the account asks it first, so its answer says nothing of any job's request
-    (a captive portal's or a WAF's page, a body that never ends) — one attempt (until
-    2026-12-06 every job of the account ended at its first attempt while it lasted).
+    status is judged by it): a captive portal's or a proxy's page, a body that never ends —
+    an answer never seen, which says nothing of the job's request ("the unknown is
+    cheap"). A search's, a ranking's or a followed page's costs the attempt, as a page
+    listing more items than a page holds does (2026-12-07: it was not retried, "the same
+    request gets the same answer" — the job ended at its first answer); ``auth`` for the
+    token endpoint's (every request of the account asks it first; 2026-12-06: every job of
+    the account ended at its first attempt while it lasted). Asked of one work (its detail,
+    its ugoira metadata), ``PixivClient._get`` holds the work back briefly instead, with
+    these words (2026-12-06: the job ended, and each later job of the target met the work
+    first again).
     """
     return SourceError(
         TerminalReason.REMOTE_HTTP_ERROR,
-        f"pixiv {'auth ' if retryable else ''}answered more than {err.limit} bytes (outbound.page_max_bytes); "
+        f"pixiv {'auth ' if auth else ''}answered more than {err.limit} bytes (outbound.page_max_bytes); "
         "the answer was dropped",
-        retryable=retryable,
+        retryable=True,
     )
 
 

@@ -226,7 +226,7 @@ class PixivClient(ImageRequests):
                 headers=app_headers(),
             )
         except AnswerTooLarge as err:
-            raise too_large(err, retryable=True) from err
+            raise too_large(err, auth=True) from err
         except httpx.HTTPError as err:
             raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
         body = json_body(response)
