@@ -4,11 +4,9 @@ every duration one its parts can honour, every pair of bounds in order)."""
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
 from typing import Any, Protocol
 from urllib.parse import unquote
 
@@ -22,6 +20,7 @@ from curaflow.config.observability import MAX_LEDGER_GAUGES_INTERVAL_MS
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.config.supervision import SupervisionSettings
 from curaflow.config.targets import TargetConfig
+from curaflow.domain.days import day_problem
 from curaflow.domain.execution import MAX_HEARTBEAT_INTERVAL_MS, MAX_JOB_SENDS, MAX_JOB_TARGETS
 from curaflow.domain.messages import TargetFilters
 from curaflow.domain.text import setting_text_problem
@@ -170,26 +169,11 @@ ORDERED_SETTINGS: tuple[OrderedPair, ...] = (
     ),
 )
 
-#: A day as a target's date filters take it: ``YYYY-MM-DD`` in ASCII digits — what Pixiv's
-#: app-api takes for a search's ``start_date`` / ``end_date`` (anything else is an error:
-#: reference ``pixiv-and-delivery-apis.md`` §2.2) and what the date filter of every source
+#: The settings of a target's ``filters`` that are days (:func:`check_days`): ``YYYY-MM-DD``
+#: (:data:`~curaflow.domain.days.DAY_PATTERN`), what the date filter of every source
 #: compares a work's day (``create_date[:10]``) with, as written
-#: (:func:`curaflow.sources.filters.reject_reason`).
-DAY_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-#: The settings of a target's ``filters`` that are days (:func:`check_days`).
+#: (:func:`curaflow.sources.filters.reject_reason`), and Pixiv's search takes.
 DAY_SETTINGS = ("start_date", "end_date")
-
-
-def day_problem(value: str) -> str | None:
-    """What keeps ``value`` from being a day of :data:`DAY_PATTERN` that the calendar has,
-    or None (``"month must be in 1..12"``, ``"day is out of range for month"``)."""
-    if not DAY_PATTERN.fullmatch(value):
-        return "not of that form"
-    try:
-        date.fromisoformat(value)
-    except ValueError as err:
-        return str(err)
-    return None
 
 
 def check_days(targets: Sequence[TargetConfig]) -> None:
@@ -213,6 +197,43 @@ def check_days(targets: Sequence[TargetConfig]) -> None:
         if (value := getattr(target.filters, key)) is not None and (problem := day_problem(value))
         for loc in [("targets", index, "filters", key)]
     ]
+    if found:
+        raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
+
+
+#: The most characters of a refused query word a report repeats.
+QUERY_WORD_SHOWN = 80
+
+
+def check_query_words(settings: ConfiguredNames) -> None:
+    """Refuse every word of a target's query its source does not take, naming the target,
+    the key, the word and what the source takes there. The words are the source kind's
+    (:meth:`curaflow.sources.base.SourceConfig.query_problems`; Pixiv's:
+    :mod:`curaflow.sources.pixiv.query_words`), asked of the instance the target's
+    ``account`` names — run after :func:`check_references`, which refuses an account not
+    configured. Until 2026-12-07 any text loaded: ``sort = "newest"`` was sent with every
+    search of the target, Pixiv answered HTTP 400 naming the parameter, and every job of
+    the target ended ``remote_http_error`` without a work.
+
+    Raises:
+        SettingsProblem: naming every such word.
+    """
+    sources = settings.source_configs()
+    found: list[tuple[Loc, str]] = []
+    for index, target in enumerate(settings.targets):
+        source = sources.get(target.account)
+        if not isinstance(source, SourceConfig):
+            continue
+        for problem in source.query_problems(target.query):
+            loc: Loc = ("targets", index, "query", problem.key)
+            word = problem.word if len(problem.word) <= QUERY_WORD_SHOWN else problem.word[:QUERY_WORD_SHOWN] + "…"
+            found.append(
+                (
+                    loc,
+                    f"{dotted(loc)} ({word!r}) of target {target.id!r} is not a word its source "
+                    f"{target.account!r} ({source.kind}) takes: {problem.takes}",
+                )
+            )
     if found:
         raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
 

@@ -26,6 +26,7 @@ from curaflow.config.checks import (
     check_days,
     check_durations,
     check_ordered,
+    check_query_words,
     check_references,
     check_text,
     plain_urls,
@@ -240,6 +241,7 @@ class Settings(BaseSettings, BooleansAreNoNumbers):
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         read_stored_tokens(self.pixiv, self.state_dir)
         check_text(self)  # after the refresh tokens are read without the whitespace around them
+        check_query_words(self)  # after check_references (each target's account is configured), check_text (empty)
         return self
 
     # ---- derived views -------------------------------------------------------

@@ -51,6 +51,12 @@ class TargetQuery(BaseModel):
         duration: ``within_last_day`` | ``within_last_week`` | ``within_last_month``.
         ranking_mode / ranking_date: for ``mode == "ranking"`` (``day``, ``week`` …; date
             ``YYYY-MM-DD``).
+
+    The words are the target's source's, sent as written: a configured target's are
+    checked as the configuration loads against its source kind's
+    (:meth:`curaflow.sources.base.SourceConfig.query_problems`; Pixiv's:
+    ``curaflow.sources.pixiv.query_words``), not here — a workflow history holding a word
+    refused since must still replay.
     """
 
     mode: Literal["search", "ranking"] = "search"

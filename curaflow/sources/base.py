@@ -24,6 +24,10 @@ this protocol:
   scan receives it in :attr:`ScanRequest.frontier` and returns the next one in
   :attr:`ScanState.frontier`. It is advisory only: every work a scan reads is still
   judged by the ledger, so a stale or lost frontier costs pages, never a duplicate;
+* **its query words** — the words of a target's query a kind's source sends as they are
+  (Pixiv's ``sort``, ``search_target`` …) are the kind's to define:
+  :meth:`SourceConfig.query_problems` names each word the source does not take, and the
+  configuration refuses a target with one (:func:`curaflow.config.checks.check_query_words`);
 * **work details** — :meth:`Source.work`;
 * **image download** — :meth:`Source.download` (one page's body, streamed) and
   :meth:`Source.animation` (an animated work's frames zip and delays, or None:
@@ -44,7 +48,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from curaflow.domain.config_numbers import BooleansAreNoNumbers
-from curaflow.domain.messages import TargetSpec
+from curaflow.domain.messages import TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
 from curaflow.sources.animation import Animation
@@ -63,6 +67,7 @@ __all__ = [
     "FileSource",
     "KnownHook",
     "PageHook",
+    "QueryWordProblem",
     "ScanRequest",
     "ScanState",
     "SkippedDayHook",
@@ -331,6 +336,23 @@ GateIntervalMs = Annotated[int, AfterValidator(_interval_within_bounds)]
 GateConcurrency = Annotated[int, AfterValidator(_concurrency_within_bounds)]
 
 
+@dataclass(frozen=True)
+class QueryWordProblem:
+    """A word of a target's query its source does not take (:meth:`SourceConfig.query_problems`).
+
+    Attributes:
+        key: the query's key (``sort``, ``ranking_date`` …: a field of
+            :class:`~curaflow.domain.messages.TargetQuery`).
+        word: the word given.
+        takes: what the source takes there, in words an operator can act on
+            (``"one of date_desc, date_asc, popular_desc"``, ``"a day YYYY-MM-DD …"``).
+    """
+
+    key: str
+    word: str
+    takes: str
+
+
 class SourceConfig(BooleansAreNoNumbers):
     """The configuration of one source instance (an entry of ``[sources.<name>]``).
 
@@ -363,6 +385,15 @@ class SourceConfig(BooleansAreNoNumbers):
     unrecognised_hold_ms: int = Field(default=3_600_000, ge=0)
     rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
     rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
+
+    def query_problems(self, query: TargetQuery) -> list[QueryWordProblem]:
+        """The words of ``query`` this instance's source does not take, in the query's key
+        order (none: every word is taken). A kind whose source sends a query's words as
+        they are defines them by overriding this (Pixiv's:
+        :mod:`curaflow.sources.pixiv.query_words`); a kind that defines none takes what it
+        is given. Read by the configuration for every target
+        (:func:`curaflow.config.checks.check_query_words`)."""
+        return []
 
     def policy(self) -> SourcePolicy:
         """The :class:`SourcePolicy` these settings give (no frontier kept)."""

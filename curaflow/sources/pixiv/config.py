@@ -13,8 +13,10 @@ from typing import Literal
 from pydantic import ConfigDict, Field, SecretStr
 
 from curaflow.domain.config_numbers import BooleansAreNoNumbers
+from curaflow.domain.messages import TargetQuery
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
-from curaflow.sources.base import GateConcurrency, GateIntervalMs, SourceConfig, SourcePolicy
+from curaflow.sources.base import GateConcurrency, GateIntervalMs, QueryWordProblem, SourceConfig, SourcePolicy
+from curaflow.sources.pixiv.query_words import query_problems
 
 
 class _Section(BooleansAreNoNumbers):
@@ -171,6 +173,11 @@ class PixivSourceConfig(SourceConfig):
     request_timeout_ms: int = Field(default=30_000, ge=100)
     rate_limit_decay_after: int = Field(default=20, ge=1)
     restriction_pause_ms: int = Field(default=3_600_000, ge=0)
+
+    def query_problems(self, query: TargetQuery) -> list[QueryWordProblem]:
+        """The words of ``query`` Pixiv's app-api does not take
+        (:func:`curaflow.sources.pixiv.query_words.query_problems`)."""
+        return query_problems(query)
 
     def policy(self) -> SourcePolicy:
         """The account's policy: frontiers kept; ``replay_max_concurrency`` in replay mode;

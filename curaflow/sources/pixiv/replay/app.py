@@ -15,13 +15,16 @@ client code is the same as against Pixiv. It serves:
   AND, `` OR `` = OR; ``partial_match_for_tags`` matches substrings,
   ``exact_match_for_tags`` whole tags, ``title_and_caption`` the text), sorted by
   ``sort`` (``date_desc`` default, ``date_asc``, ``popular_desc``), filtered by
-  ``start_date`` / ``end_date`` and ``duration`` (relative to the newest recorded day),
+  ``start_date`` / ``end_date`` and ``duration`` (relative to the newest recorded day);
+  a ``search_target``, ``sort`` or ``duration`` Pixiv does not take
+  (:mod:`curaflow.sources.pixiv.query_words`) answers HTTP 400 naming it, as Pixiv does;
   30 per page with ``next_url`` paging; ``offset`` beyond 5000 answers HTTP 400 like
   Pixiv;
 * ``GET /v1/illust/ranking`` — without ``date`` every recorded work in recorded order;
   with ``date`` the works of the mode's span ending that day (``day`` 1 day, ``week`` 7,
-  ``month`` 30; ``*_r18`` modes only R-18 works) by bookmarks; an unknown ``mode`` is
-  HTTP 400;
+  ``month`` 30; ``*_r18`` / ``*_r18g`` modes only R-18 works) by bookmarks; an unknown
+  ``mode`` is HTTP 400 (every mode of :data:`~curaflow.sources.pixiv.query_words.RANKING_MODES`
+  has a span);
 * ``GET /v1/illust/detail`` — one work, or a 404 error body;
 * ``GET /v1/ugoira/metadata`` — the frames zip URL and delays of the one animated work
   (:data:`~curaflow.sources.pixiv.replay.data.UGOIRA_ID`, tag ``うごイラ``), whose zip
@@ -59,6 +62,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse as _StarletteJSON
 from fastapi.responses import RedirectResponse, StreamingResponse
 
+from curaflow.domain.days import day_problem
+from curaflow.sources.pixiv.query_words import DURATION_DAYS, SEARCH_TARGETS, SORTS
 from curaflow.sources.pixiv.replay import data, images
 from curaflow.sources.pixiv.replay.data import DeepSet
 
@@ -77,8 +82,14 @@ RANKING_SPANS = {
     "day_male_r18": 1,
     "day_female_r18": 1,
     "week_r18": 7,
+    "day_manga": 1,
+    "week_r18g": 7,
 }
-DURATIONS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
+#: The search's ``duration`` words and their days (Pixiv's: the one owner's).
+DURATIONS = DURATION_DAYS
+#: The search's words the app-api takes, by parameter (the one owner's): another is HTTP
+#: 400 naming the parameter, as Pixiv answers.
+SEARCH_WORDS = {"search_target": SEARCH_TARGETS, "sort": SORTS, "duration": tuple(DURATION_DAYS)}
 #: Where Pixiv's login page sends the browser once the user signed in.
 LOGIN_CALLBACK = "https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback"
 #: The account the replay's login signs in.
@@ -309,6 +320,9 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
                 # The app-api's validator names the parameter it refuses (its shape, as for
                 # an offset past 5000: answers.refuses_parameters).
                 return answer(request, "search", error(400, json.dumps({name: [f"{name} is invalid"]})))
+        for name, words in SEARCH_WORDS.items():
+            if name in params and params[name] not in words:
+                return answer(request, "search", error(400, json.dumps({name: [f"{name} is invalid"]})))
         if params.get("duration") in DURATIONS:
             since = (date.fromisoformat(today) - timedelta(days=DURATIONS[params["duration"]])).isoformat()
             start = max(start or since, since)
@@ -334,11 +348,14 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
             return answer(request, "ranking", error(400, json.dumps({"mode": [f"Invalid mode: {mode}"]})))
         works = list(data.recorded_works())
         day = params.get("date")
+        if day and day_problem(day):
+            # Pixiv's validator names the parameter (a date is YYYY-MM-DD: reference §2.2).
+            return answer(request, "ranking", error(400, json.dumps({"date": ["date is invalid"]})))
         if day:
             first = (date.fromisoformat(day) - timedelta(days=RANKING_SPANS[mode] - 1)).isoformat()
             works = [w for w in works if first <= w["create_date"][:10] <= day]
             works.sort(key=lambda w: -int(w.get("total_bookmarks") or 0))
-        if mode.endswith("_r18"):
+        if mode.endswith(("_r18", "_r18g")):
             works = [w for w in works if int(hooks.present(w)["x_restrict"]) > 0]
         return answer(request, "ranking", page_of(works, "/v1/illust/ranking", params))
 

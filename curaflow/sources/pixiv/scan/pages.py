@@ -32,14 +32,13 @@ from curaflow.sources.pixiv.client import (
     pixivs_placeholder,
 )
 from curaflow.sources.pixiv.filters import stated_fields, unstated
+from curaflow.sources.pixiv.query_words import DURATION_DAYS
 from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
 
 log = get_logger("curaflow.source")
 
-#: The app-api's ``duration`` words and the days each reaches back from now.
-DURATION_DAYS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
 
 #: The most items a page of results may list (a search's or a ranking's): ten of Pixiv's
 #: pages. Pixiv lists 30 works a page (:data:`~curaflow.sources.pixiv.client.PAGE_SIZE`,
