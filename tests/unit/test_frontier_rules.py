@@ -7,7 +7,7 @@ import pytest
 from curaflow.domain.messages import RouteRef, TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.verdicts import no_candidate_verdict
-from curaflow.sources.pixiv.frontier import fingerprint, lasting
+from curaflow.sources.pixiv.frontier import fingerprint, key, lasting
 
 
 def spec(**kw: object) -> TargetSpec:
@@ -105,6 +105,22 @@ def test_a_stored_frontier_is_read_as_written_and_an_unreadable_one_is_a_fresh_s
     assert key(spec()) == fingerprint(spec())
     assert key(spec(query=TargetQuery(mode="ranking"))) is None
     assert settled_before(datetime(2025, 3, 10, 1, 0, tzinfo=UTC)) == "2025-03-03"
+
+
+def test_the_frontier_keeps_a_place_only_in_the_orders_it_understands() -> None:
+    """Every sort Pixiv takes (:data:`curaflow.sources.pixiv.query_words.SORTS`) is an order
+    the frontier walks: the date sorts by creation time, ``popular_desc`` by places in the
+    list (its own path: revisit, jump to the mark's place, no date comparison). A sort of no
+    order it knows — one Pixiv may add, a word a release before the load's check stored —
+    keeps no frontier: every job of it scans from the top, never past a place assumed in
+    date order."""
+    from curaflow.sources.pixiv.query_words import SORTS
+
+    for sort in SORTS:
+        query = TargetQuery(tags=["a"], sort=sort)
+        assert key(spec(query=query)) == fingerprint(spec(query=query)), sort
+    for sort in ("popular_male_desc", "popular_female_desc", "newest"):
+        assert key(spec(query=TargetQuery(tags=["a"], sort=sort))) is None, sort
 
 
 def placeholder_of(*urls: str, visible: bool = False) -> Work:
