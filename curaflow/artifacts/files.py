@@ -18,8 +18,9 @@ from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import mime_of
 from curaflow.domain.models import ArtifactFile
 from curaflow.paths import sync_file
+from curaflow.sources.corroboration import not_the_listed_picture
 from curaflow.sources.decoding import DecodeMeter, DelegatedReads, machine_cause, pillow_defers
-from curaflow.sources.errors import HEAD_BYTES
+from curaflow.sources.errors import HEAD_BYTES, UnavailableKind
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
 #: than one per 64 KiB chunk; bounded memory per download).
@@ -82,9 +83,12 @@ class _PartFile:
             self._digest.update(chunk)
             self._size += len(chunk)
 
-    def _complete(self, chunks: list[bytes], page: int, meter: DecodeMeter) -> ArtifactFile | Refused | str:
-        """Write the last ``chunks``, fsync, decode-check under ``meter``; if whole, rename
-        to ``dest`` and describe it, else return why it is not (call with the lock held)."""
+    def _complete(
+        self, chunks: list[bytes], page: int, listed: tuple[object, object] | None, meter: DecodeMeter
+    ) -> ArtifactFile | Refused | str:
+        """Write the last ``chunks``, fsync, decode-check under ``meter``; if whole and the
+        listed picture (:func:`listed_picture_refused`), rename to ``dest`` and describe it,
+        else return why it is not (call with the lock held)."""
         self._write(chunks)
         assert self._fh is not None and self._tmp is not None
         self._fh.flush()
@@ -93,21 +97,27 @@ class _PartFile:
         checked = check_image(self._tmp, meter=meter)
         if not isinstance(checked, Verified):
             return checked
+        if (other := listed_picture_refused(checked.width, checked.height, listed)) is not None:
+            return other
         os.replace(self._tmp, self.dest)
         self.completed = True
         return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size, pixels=checked)
 
-    def finish(self, chunks: list[bytes], page: int, *, meter: DecodeMeter) -> ArtifactFile | Refused | str:
+    def finish(
+        self, chunks: list[bytes], page: int, listed: tuple[object, object] | None = None, *, meter: DecodeMeter
+    ) -> ArtifactFile | Refused | str:
         """Write the last ``chunks`` and complete the file (fsync, decode check under
-        ``meter``, rename to ``dest``; returns its description), or discard it and return
-        why it is not whole: the whole fate of the file in one thread hop, so a caller
-        cancelled meanwhile has nothing to clean up (and never races the thread).
+        ``meter``, the picture against ``listed`` — the page's size as its source lists it,
+        :func:`listed_picture_refused` —, rename to ``dest``; returns its description), or
+        discard it and return why it is not whole or not the page: the whole fate of the
+        file in one thread hop, so a caller cancelled meanwhile has nothing to clean up (and
+        never races the thread).
 
         Raises:
             DecodeStopped: ``meter`` was stopped (the file is discarded)."""
         with self._lock:
             try:
-                return self._complete(chunks, page, meter)
+                return self._complete(chunks, page, listed, meter)
             finally:
                 if not self.completed:
                     self._discard()
@@ -140,6 +150,18 @@ class _PartFile:
                     self._tmp.unlink(missing_ok=True)
             finally:
                 self._discarded = True  # under the lock: a later write fails without a file
+
+
+def listed_picture_refused(width: int, height: int, listed: tuple[object, object] | None) -> Refused | None:
+    """A page decoded at ``width`` × ``height`` refused when it cannot be the picture its
+    source lists at ``listed`` (width, height; None: not listed) —
+    :func:`~curaflow.sources.corroboration.not_the_listed_picture`, the rule's owner: an
+    answer of the image host's never seen as the work's (``not_an_image``, not recognised:
+    held back briefly, the cell moving on), never delivered; None when it may be."""
+    if listed is None:
+        return None
+    why = not_the_listed_picture(width, height, *listed)
+    return None if why is None else Refused(why, UnavailableKind.NOT_AN_IMAGE, recognised=False)
 
 
 def describe(

@@ -20,7 +20,9 @@ from the URL): a body that is not a PNG, JPEG, GIF or WebP, one over its decode 
 (:mod:`curaflow.sources.decoding`: pixels of a frame, pixels summed over every frame,
 frames, CPU time — the headers of every frame are read before any pixel is decoded, so
 the check's memory is bounded by ``outbound.image_max_pixels``), or one whole by its own
-framing that does not decode, makes the *work* unavailable
+framing that does not decode, or a whole image of another aspect ratio than the size the
+source lists for the page (:func:`~curaflow.sources.corroboration.not_the_listed_picture`:
+not the work's picture, a placeholder the host answered), makes the *work* unavailable
 (:class:`~curaflow.sources.errors.WorkUnavailable`, with its
 :class:`~curaflow.sources.errors.UnavailableKind`: the cell moves on to another
 candidate, and the account's jobs skip the work for its ``unavailable_ttl_ms``). Such
@@ -51,7 +53,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from curaflow.artifacts.files import HELD_BYTES, WRITE_BATCH, _PartFile, _prepare, describe
+from curaflow.artifacts.files import HELD_BYTES, WRITE_BATCH, _PartFile, _prepare, describe, listed_picture_refused
 from curaflow.artifacts.images import IMAGE_MAX_PIXELS, Refused
 from curaflow.artifacts.names import page_suffix, safe_name
 from curaflow.domain.models import Artifact, ArtifactFile, Work
@@ -147,6 +149,24 @@ async def _stopped(
 
 #: The file in an artifacts directory that names it (:meth:`ArtifactStore.identity`).
 STORE_ID_FILE = ".store-id"
+
+
+def _kept(path: Path, page: int, listed: tuple[object, object]) -> ArtifactFile:
+    """The description of a page an earlier attempt completed (blocking), judged against
+    the size its source lists as a page downloaded now is
+    (:func:`~curaflow.artifacts.files.listed_picture_refused`): one completed before that
+    rule (2026-12-07), or under another listing, that is not the listed picture is removed.
+
+    Raises:
+        WorkUnavailable: ``not_an_image``, not recognised — the page is not the picture listed.
+    """
+    file = describe(path, page)
+    if file.width is not None and file.height is not None:
+        refused = listed_picture_refused(file.width, file.height, listed)
+        if refused is not None:
+            path.unlink(missing_ok=True)
+            raise WorkUnavailable(path.name.split("_", 1)[0], f"page {page}: {refused.why}", refused.kind)
+    return file
 
 
 def _read_id(path: Path) -> str:
@@ -360,7 +380,7 @@ class ArtifactStore:
                         file = await completing
                         completing = completed = None
                         await done(file)
-                    await done(await asyncio.to_thread(describe, dest, page.index))
+                    await done(await asyncio.to_thread(_kept, dest, page.index, (page.width, page.height)))
                     continue
                 receiving = asyncio.create_task(self._receive(source, page.url, dest, page.index))
                 if completing is not None:
@@ -374,7 +394,7 @@ class ArtifactStore:
                     head = work.pages[0]  # a page of no listed size is taken to be the first page's
                     raise sized(err, page.width, page.height, first=(head.width, head.height)) from None
                 receiving = None
-                completing = asyncio.create_task(self._complete(received, page.index, held))
+                completing = asyncio.create_task(self._complete(received, page.index, held, (page.width, page.height)))
                 completed = received
             if completing is not None:
                 file = await completing
@@ -427,21 +447,26 @@ class ArtifactStore:
                 await asyncio.to_thread(part.discard)
             raise
 
-    async def _complete(self, got: _Received, page: int, held: dict[int, bytes] | None) -> ArtifactFile:
+    async def _complete(
+        self, got: _Received, page: int, held: dict[int, bytes] | None, listed: tuple[object, object] | None = None
+    ) -> ArtifactFile:
         """Complete a received page (module doc): its file, or the page's failure (the
         part discarded). Such a page's bytes go into ``held`` when it was in memory whole
-        (:meth:`fetch`).
+        (:meth:`fetch`). ``listed``: the page's size as its source lists it (width,
+        height), against which its picture is checked
+        (:func:`~curaflow.artifacts.files.listed_picture_refused`).
 
         Raises:
             SourceError: ``download_failed`` (broken and not whole by its framing) /
                 ``download_timeout`` (the decode was stopped by the job's deadline).
             WorkUnavailable: the page is the work's failure (not an image, over the decode
-                budget, undecodable).
+                budget, undecodable), or not the picture listed (``not_an_image``, not
+                recognised).
         """
         part = got.part
         try:
             try:
-                done = await self._decoding(part.finish, got.pending, page)
+                done = await self._decoding(part.finish, got.pending, page, listed)
             except DecodeStopped as err:
                 raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"page {page}: {err}") from None
             if isinstance(done, Refused):

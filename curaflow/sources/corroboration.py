@@ -33,7 +33,16 @@ from curaflow.sources.base import Source
 from curaflow.sources.decoding import signed_format
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
-__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "cut_by_deadline", "signs_an_image", "sized"]
+__all__ = [
+    "FRAMING_BYTES",
+    "MAX_BYTES_PER_PIXEL",
+    "ROUNDING_PX",
+    "corroborated",
+    "cut_by_deadline",
+    "not_the_listed_picture",
+    "signs_an_image",
+    "sized",
+]
 
 #: The most bytes one pixel of a page can take in a file of the formats curaflow takes: a
 #: 16-bit RGBA PNG stored without compression (8 bytes, its filter byte a row aside); a
@@ -126,6 +135,63 @@ def sized(
         err.kind,
         limit_bytes=err.limit_bytes,
     )
+
+
+#: How far each side of a page's decoded size may be from an exact scale of the size its
+#: source lists (pixels): a copy scaled down rounds each side to a whole pixel (floor,
+#: ceiling or nearest: under one pixel off), and the replay serves its pictures at a tenth
+#: of the listed size, floored.
+ROUNDING_PX = 1
+
+
+def not_the_listed_picture(width: int, height: int, listed_width: object, listed_height: object) -> str | None:
+    """Why a page decoded at ``width`` × ``height`` pixels cannot be the picture its source
+    lists at ``listed_width`` × ``listed_height``; None when it may be (or nothing is listed).
+
+    Rule (owner; DESIGN.md "Work-owned failures and the decode budget", 2026-12-07): the
+    page is the listed picture, or a copy of it scaled either way, when one scale takes the
+    listed size to the decoded one with each side within :data:`ROUNDING_PX` — or the listed
+    sides swapped (a picture whose EXIF orientation turns it: which of its two sizes a
+    listing gives is not known). Any other picture (a CDN's or a proxy's placeholder, a
+    "not available" thumbnail of 120×60 answered for a page listed 2480×3508) is no page of
+    the work: what the image host answered, never the work's own bytes — the caller refuses
+    it as an answer not recognised (``not_an_image``, held back for
+    ``unrecognised_hold_ms``), never delivered. Until 2026-12-07 nothing compared the two,
+    and such a picture was delivered as the work on every route, the work counted
+    delivered for ever.
+
+    The aspect ratio alone is compared, never the size: Pixiv lists an original's size
+    (what curaflow downloads) only for a work's first page, and a mirror or the replay may
+    serve a scaled copy. A listed size that is not two positive integers (absent, zero, a
+    text) says nothing: no check. A picture scaled down to a few pixels agrees with any
+    ratio within the rounding (a 1×1 answer passes): only a ratio that disagrees is told.
+
+    Args:
+        width / height: the decoded page's size (pixels, positive).
+        listed_width / listed_height: the page's size as its source listed it (pixels;
+            anything else: unknown).
+    """
+    if not _positive(listed_width, listed_height, width, height):
+        return None
+    assert isinstance(listed_width, int) and isinstance(listed_height, int)  # _positive: ints
+    lw, lh = listed_width, listed_height
+    if _one_scale(width, height, lw, lh) or _one_scale(width, height, lh, lw):
+        return None
+    return (
+        f"a picture of {width}x{height} pixels, while the source lists the page at {lw}x{lh}"
+        " (another aspect ratio, turned or not): not the work's picture"
+    )
+
+
+def _one_scale(width: int, height: int, listed_width: int, listed_height: int) -> bool:
+    """Whether one scale ``s`` > 0 puts ``s * listed_width`` within :data:`ROUNDING_PX` of
+    ``width`` and ``s * listed_height`` within it of ``height``: the intervals of ``s``
+    each side allows, ``[(w - r) / W, (w + r) / W]`` and ``[(h - r) / H, (h + r) / H]``,
+    meet (compared in integers, cross-multiplied)."""
+    r = ROUNDING_PX
+    return (width - r) * listed_height <= (height + r) * listed_width and (height - r) * listed_width <= (
+        width + r
+    ) * listed_height
 
 
 def _positive(*values: object) -> bool:

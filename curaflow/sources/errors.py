@@ -80,7 +80,10 @@ class UnavailableKind(StrEnum):
       the host sent (a broken mirror streaming the same huge body for every work), held
       briefly; never recognised by its raiser, which knows only the bytes;
     * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its
-      bytes; not recognised as the work's, held briefly);
+      bytes), or a whole image that is not the picture its source lists — another aspect
+      ratio than the listed size's (:func:`~curaflow.sources.corroboration.not_the_listed_picture`:
+      a placeholder answered for the page, 2026-12-07); not recognised as the work's, held
+      briefly;
     * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
       does not decode: the image host holds these bytes;
     * ``over_budget`` — decoding it would cost more than the decode budget (pixels over

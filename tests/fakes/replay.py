@@ -102,7 +102,12 @@ class Faults(ReplayScript):
             ``x_restrict`` …) in every answer; a field given :data:`ABSENT` is left out
             of the answer (a field renamed or dropped by the app-api).
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
-            images are rendered at (instead of a tenth of the recorded size).
+            images are rendered at (instead of a tenth of the recorded size); the work's
+            first page's (its id's, or ``"<id>_p0"``) is also the size its listing and
+            detail give (``width`` / ``height``, as Pixiv lists page 0's original: a
+            picture of another ratio than the listed one is no page of the work,
+            :func:`~curaflow.sources.corroboration.not_the_listed_picture`) unless
+            ``mutate`` gives one.
         ugoira: per work id, the ``/v1/ugoira/metadata`` answer (JSON, HTTP 200; or
             ``(status, JSON)``) served for it instead of the replay's (with ``mutate``
             ``{"type": "ugoira"}`` a recorded work becomes an animation of any metadata).
@@ -162,6 +167,9 @@ class Faults(ReplayScript):
 
     def present(self, work: dict[str, Any]) -> dict[str, Any]:
         wid = str(work["id"])
+        served = self.image_sizes.get(f"{wid}_p0") or self.image_sizes.get(wid)
+        if served is not None:  # the listing describes the picture served (its original's size)
+            work = {**work, "width": served[0], "height": served[1]}
         if wid in self.mutate:
             work = {k: v for k, v in {**work, **self.mutate[wid]}.items() if v is not ABSENT}
         if wid in self.restricted_works:

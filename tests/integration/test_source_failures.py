@@ -9,6 +9,7 @@ Temporal, real PostgreSQL and real worker processes.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -182,7 +183,12 @@ async def fetched_after_a_cut(source: Replay, tmp_path: Path, work_id: str, body
     """Fetch the one page of ``work_id`` from an image host that serves ``body``
     close-delimited and cut in half first, whole after: the cut fetch must fail
     ``download_failed`` (retryable) with nothing recorded complete; returns the retry's
-    artifact (the whole page)."""
+    artifact (the whole page). The work is listed at the size of ``body``'s picture (as
+    Pixiv lists its first page's original: a picture of another ratio is no page of the
+    work)."""
+    with Image.open(io.BytesIO(body)) as picture:
+        width, height = picture.size
+    source.faults.mutate[work_id] = {"width": width, "height": height}
     host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
     source.image_host = host.url
     store = ArtifactStore(tmp_path)
@@ -236,8 +242,6 @@ async def test_a_page_too_large_to_verify_is_never_stored(source: Replay, tmp_pa
     # so it is refused by its header: the work is unavailable (the cell moves on), and it
     # was never "accepted on its length" and delivered unverified.
     work_id = "126839103"  # one PNG page
-    import io
-
     bomb = io.BytesIO()
     Image.new("1", (15_000, 15_000)).save(bomb, format="PNG")
     host = await FakeImageHost(source.faults, bodies={f"{work_id}_p0": bomb.getvalue()}).start()

@@ -16,12 +16,14 @@ a Pixiv account (its memory of unavailable works) and a route of its own.
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from bench.chaos import bombs
 from curaflow.domain.models import CandidateReport
@@ -50,6 +52,13 @@ def ugoira_zip_on_the_image_host(replay: ReplayServer, host: FakeImageHost, work
     host.bodies[f"{work_id}_p0"] = body
     url = f"https://i.pximg.net/img-zip-ugoira/img/2025/02/05/00/00/00/{work_id}_p0.zip"
     an_ugoira(replay, work_id, {"ugoira_metadata": {"zip_urls": {"medium": url}, "frames": frames}})
+
+
+def placeholder_png() -> bytes:
+    """A "not available" thumbnail of 120x60 pixels (2:1, no page of the tag's ratio)."""
+    buf = io.BytesIO()
+    Image.new("RGB", (120, 60), (200, 200, 200)).save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def original_url(work_id: str) -> str:
@@ -125,6 +134,13 @@ UNRECOGNISED: dict[str, tuple[Case, str]] = {
     "image-host-answering-403": (lambda r, h, w: h.refused.add(f"{w}_p0"), "gone"),
     "html-page-answered-200": (
         lambda r, h, w: h.bodies.__setitem__(f"{w}_p0", b"<!doctype html><title>Maintenance</title>" + b" " * 512),
+        "not_an_image",
+    ),
+    # A valid image that is another picture (a CDN's or a proxy's "not available"
+    # thumbnail, 120x60, for a page listed 1573x2298): until 2026-12-07 it was delivered as
+    # the work, the work counted delivered for ever.
+    "placeholder-picture-answered-200": (
+        lambda r, h, w: h.bodies.__setitem__(f"{w}_p0", placeholder_png()),
         "not_an_image",
     ),
     # What the source answered for the work, not the work (2026-12-05: each was remembered
