@@ -328,6 +328,15 @@ async def prune(
     return report
 
 
+def retention_cutoff(days: int | None, now: int) -> int | None:
+    """The time (epoch ms, UTC) before which a retention pass at ``now`` with ``retention.days``
+    = ``days`` prunes — what finished, and the misses named, before it —; None when
+    ``days`` is unset (nothing is pruned). The one reading of ``days`` as a cutoff: the
+    pass's (:func:`prune_tick`) and the schedule watch's, which names no miss the pass
+    deletes (:func:`curaflow.schedules.watch.unadmitted_actions`)."""
+    return None if days is None else now - days * DAY_MS
+
+
 async def prune_tick(
     pool: asyncpg.Pool, store: ArtifactStore | None, days: int | None, *, now: int | None = None
 ) -> PruneReport:
@@ -349,9 +358,10 @@ async def prune_tick(
         swept = await asyncio.to_thread(store.sweep_transfers)
         if swept:
             log.info("retention.transfers_swept", folders=swept)
-    if days is None:
+    cutoff = retention_cutoff(days, at)
+    if cutoff is None:
         return await release_tick(pool, store, now=at)
-    report = await prune(pool, at - days * DAY_MS, store=store)
+    report = await prune(pool, cutoff, store=store)
     removed = sum(report.files_removed.values())
     if report.jobs or report.misses or removed:
         log.info(

@@ -36,6 +36,7 @@ from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses, occurrence_minute_ms
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.jobs import occurrence_job
+from curaflow.ledger.retention import retention_cutoff
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
@@ -171,7 +172,9 @@ def nominal_ms(action: ScheduleActionResult) -> int:
     return int(action.schedule_time.ToMilliseconds())
 
 
-async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: ScheduleDescription) -> list[int]:
+async def unadmitted_actions(
+    conn: asyncpg.Connection, plan_id: str, desc: ScheduleDescription, kept_since_ms: int | None = None
+) -> list[int]:
     """The nominal minutes (epoch ms, UTC, ascending) of the schedule's recent actions whose
     occurrence closed without completing and of which the ledger holds no job: times
     Temporal started that ran nothing (:attr:`MissCause.NOT_ADMITTED`).
@@ -188,11 +191,21 @@ async def unadmitted_actions(conn: asyncpg.Connection, plan_id: str, desc: Sched
     (``start_workflow_status``; a server that does not give it names nothing here). Cost: one
     indexed ledger read per recent action so closed (Temporal keeps the last ten actions),
     no Temporal call beyond the watch's describe.
+
+    A minute before ``kept_since_ms`` (epoch ms, UTC: the retention cutoff,
+    :func:`~curaflow.ledger.retention.retention_cutoff`; None: no retention) is not
+    answered: retention deletes its miss, and Temporal lists the action for as long as it
+    is one of the last ten (ten days of a daily plan), so each tick after each retention
+    pass named it anew — logged, counted, alerted again (until 2026-12-07). A time that old
+    is never named here (a watch back after an outage longer than ``retention.days`` does
+    not name the first time of it).
     """
     closed = {
-        occurrence_minute_ms(nominal_ms(action))
+        minute
         for action in desc.raw_description.info.recent_actions
         if action.start_workflow_status in CLOSED_UNCOMPLETED
+        for minute in (occurrence_minute_ms(nominal_ms(action)),)
+        if kept_since_ms is None or minute >= kept_since_ms
     }
     return [minute for minute in sorted(closed) if await occurrence_job(conn, plan_id, minute) is None]
 
@@ -353,7 +366,10 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
             if (new_missed or new_skipped) and start < horizon:
                 dropped, open_jobs = await dropped_times(conn, client, plan, desc, start, horizon)
                 named = name_misses(dropped, missed_catchup=new_missed, skipped=new_skipped, open_jobs=open_jobs)
-            closed = [(minute, MissCause.NOT_ADMITTED) for minute in await unadmitted_actions(conn, plan.id, desc)]
+            kept_since = retention_cutoff(settings.retention.days, now)
+            closed = [
+                (minute, MissCause.NOT_ADMITTED) for minute in await unadmitted_actions(conn, plan.id, desc, kept_since)
+            ]
             async with conn.transaction():
                 await conn.execute(
                     """INSERT INTO schedule_watch

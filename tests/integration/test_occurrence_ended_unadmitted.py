@@ -31,7 +31,7 @@ from temporalio.client import (
 from curaflow import schedules as plans
 from curaflow.domain.occurrence import AdmitOccurrenceInput, MissCause, occurrence_minute_ms
 from curaflow.observability.metrics import SCHEDULE_MISSED
-from curaflow.schedules import OccurrenceConfigError, admit_occurrence
+from curaflow.schedules import OccurrenceConfigError, admit_occurrence, watch
 from curaflow.schedules.sync import occurrence_input
 from curaflow.schedules.watch import record_misses, unadmitted_actions
 from tests.conftest import StackFactory
@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CANCELED = Status.WORKFLOW_EXECUTION_STATUS_CANCELED
 FAILED = Status.WORKFLOW_EXECUTION_STATUS_FAILED
+TIMED_OUT = Status.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
 
 
 async def test_an_occurrence_that_timed_out_before_its_admission_is_a_named_miss(
@@ -151,3 +152,55 @@ async def test_an_occurrence_named_not_admitted_whose_admission_then_commits_is_
     )
     assert admission.created
     assert await plans.list_misses(pool, plan_id) == []
+
+
+async def test_a_not_admitted_miss_that_retention_pruned_is_not_named_again(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal lists a schedule's last ten actions for as long as they are its last ten
+    (ten days of a daily plan, ten weeks of a weekly one), and retention deletes every miss
+    older than ``retention.days`` (``curaflow.ledger.retention.prune``, each pass). A closed
+    action whose miss was pruned, seen again by the next tick, was named ``not_admitted``
+    again: logged, counted and alerted anew after every retention pass while Temporal
+    listed it. A time retention prunes is named by no tick; a recent one still is, once."""
+    plan_id = f"plan-{short_id()}"
+    config = plan_config(tmp_path, plan_id, cron=["0 9 * * *"], timezone="UTC", paused=True)
+    config["retention"] = {"days": 1}
+    stack = make_stack(config)
+    client, pool = temporal_client, await stack.ledger()
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    recent = occurrence_minute_ms(now - 600_000)  # ten minutes ago: kept by retention
+    old = occurrence_minute_ms(now - 3 * 24 * 3600 * 1000)  # three days ago: pruned by it
+
+    def stamp(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    described = watch.describe_schedule
+
+    async def with_closed_actions(client: Client, schedule_id: str) -> object:
+        desc = await described(client, schedule_id)
+        if desc is not None and schedule_id == plan_id:
+            desc.raw_description.info.recent_actions.extend(
+                [
+                    _action(f"{plan_id}@occurrence-{stamp(old)}", old + 2_000, TIMED_OUT),
+                    _action(f"{plan_id}@occurrence-{stamp(recent)}", recent + 2_000, TIMED_OUT),
+                ]
+            )
+        return desc
+
+    monkeypatch.setattr(watch, "describe_schedule", with_closed_actions)
+    named: list[tuple[datetime, MissCause]] = []
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        for _ in range(3):  # a tick, then retention's pass, and again
+            named += [d for missed in await plans.watch_tick(pool, client, stack.settings) for d in missed.dropped]
+            await pool.execute(  # what retention's pass deletes of this plan's misses
+                "DELETE FROM schedule_misses WHERE schedule_id = $1 AND nominal_at < $2",
+                plan_id,
+                now - stack.settings.retention.days * 24 * 3600 * 1000,  # type: ignore[operator]
+            )
+        at = {int(t.timestamp() * 1000) for t, why in named if why == MissCause.NOT_ADMITTED}
+        assert [int(t.timestamp() * 1000) for t, _ in named] == [recent], named
+        assert at == {recent}
+    finally:
+        await _cleanup(client, plan_id)
