@@ -35,7 +35,7 @@ from temporalio.client import Client, ScheduleDescription
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses, occurrence_minute_ms
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
-from curaflow.ledger.jobs import occurrence_job
+from curaflow.ledger.jobs import lock_occurrence, occurrence_job
 from curaflow.ledger.retention import retention_cutoff
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -208,6 +208,24 @@ async def unadmitted_actions(
         if kept_since_ms is None or minute >= kept_since_ms
     }
     return [minute for minute in sorted(closed) if await occurrence_job(conn, plan_id, minute) is None]
+
+
+async def still_unadmitted(conn: asyncpg.Connection, plan_id: str, minutes: list[int]) -> list[int]:
+    """Of ``minutes`` (nominal minutes, epoch ms, UTC: :func:`unadmitted_actions`' answer),
+    those of which the ledger holds no job of the plan, each read under the minute's lock
+    (:func:`~curaflow.ledger.jobs.lock_occurrence`, held until the caller's transaction —
+    the one that records their misses — ends). The admission commits a minute's job under
+    that lock and takes back its ``not_admitted`` miss there (:func:`withdraw_not_admitted`):
+    a job committed after :func:`unadmitted_actions` read the minute and before the miss was
+    recorded found no miss to take back, and the ledger held the time both run and missed
+    (until 2026-12-07). Locked in ascending order; the admission holds one minute's lock.
+    """
+    kept: list[int] = []
+    for minute in sorted(minutes):
+        await lock_occurrence(conn, plan_id, minute)
+        if await occurrence_job(conn, plan_id, minute) is None:
+            kept.append(minute)
+    return kept
 
 
 #: How long a plan counts as broken (``curaflow_schedule_broken{why="configuration_error"}``)
@@ -385,7 +403,10 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     max(start, min(horizon, now - SETTLE_MS)),
                 )
                 await record_misses(conn, plan.id, named, now)
-                # seen again on every tick while Temporal lists the action: named once
+                # seen again on every tick while Temporal lists the action: named once;
+                # and only while, under the minute's lock, the ledger still holds no job of it
+                confirmed = set(await still_unadmitted(conn, plan.id, [minute for minute, _ in closed]))
+                closed = [(minute, cause) for minute, cause in closed if minute in confirmed]
                 ended = set(await record_misses(conn, plan.id, closed, now))
             named = sorted(named + [(at, cause) for at, cause in closed if at in ended])
             if not (new_missed or new_skipped or ended):

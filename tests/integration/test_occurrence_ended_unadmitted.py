@@ -12,6 +12,8 @@ wait out a real outage. Real dev server, real PostgreSQL, no worker.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -202,5 +204,61 @@ async def test_a_not_admitted_miss_that_retention_pruned_is_not_named_again(
         at = {int(t.timestamp() * 1000) for t, why in named if why == MissCause.NOT_ADMITTED}
         assert [int(t.timestamp() * 1000) for t, _ in named] == [recent], named
         assert at == {recent}
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def test_an_admission_committing_between_the_watch_reading_and_naming_the_minute_is_no_miss(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order of the race above: the watch reads the closed action's minute and
+    finds no job, the admission (its trampoline cancelled while it ran) commits the job —
+    and finds no miss to take back —, then the watch records the miss. The ledger held
+    the time both run and missed. The watch names the minute only if, under the minute's
+    lock (the admission's), the ledger still holds no job of it."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["0 9 * * *"], timezone="UTC", paused=True))
+    client, pool = temporal_client, await stack.ledger()
+    nominal = occurrence_minute_ms(int(datetime.now(UTC).timestamp() * 1000) - 600_000)
+    stamp = datetime.fromtimestamp(nominal / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    described = watch.describe_schedule
+
+    async def with_a_cancelled_action(client: Client, schedule_id: str) -> object:
+        desc = await described(client, schedule_id)
+        if desc is not None and schedule_id == plan_id:
+            desc.raw_description.info.recent_actions.append(
+                _action(f"{plan_id}@occurrence-{stamp}", nominal + 2_000, CANCELED)
+            )
+        return desc
+
+    occurrence = occurrence_input(stack.settings, stack.settings.schedules[0])
+    admissions: list[asyncio.Future[object]] = []  # the one admission, started after the watch's first read
+    read = watch.occurrence_job
+
+    async def admitted_right_after_the_read(conn: object, schedule_id: str, minute_ms: int) -> str | None:
+        found = await read(conn, schedule_id, minute_ms)  # type: ignore[arg-type]
+        if schedule_id == plan_id and not admissions:
+            admissions.append(
+                asyncio.ensure_future(
+                    admit_occurrence(
+                        pool, stack.settings, AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=nominal)
+                    )
+                )
+            )
+            # committed before the watch goes on — unless the read was under the minute's
+            # lock, which the admission then waits for (the watch goes first)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(admissions[0]), timeout=5)
+        return found
+
+    monkeypatch.setattr(watch, "describe_schedule", with_a_cancelled_action)
+    monkeypatch.setattr(watch, "occurrence_job", admitted_right_after_the_read)
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        await plans.watch_tick(pool, client, stack.settings)
+        assert admissions, "the watch read the closed action's minute"
+        await admissions[0]
+        assert await pool.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", plan_id) == 1
+        assert await plans.list_misses(pool, plan_id) == []  # run, so not missed
     finally:
         await _cleanup(client, plan_id)
