@@ -64,7 +64,8 @@ def api_url_problem(url: str) -> str | None:
 
     An API base URL is an ``http(s)`` URL with a host and a port (1…65535,
     :func:`curaflow.outbound.destinations.origin_of`), without whitespace, query or
-    fragment (each request's path is appended to it), without user information (httpx
+    fragment — an empty one too: ``…:8080?`` then the path appended asked ``/`` (until
+    2026-12-07) — (each request's path is appended to it), without user information (httpx
     sends a URL's user and password as HTTP Basic in place of the bearer token: every
     request refused 401). The words never repeat the URL,
     which may carry a credential. Until 2026-12-07 such a URL was tried and failed "cannot
@@ -84,7 +85,7 @@ def api_url_problem(url: str) -> str | None:
             "holds a user name or a password: the API reads its token from CURAFLOW_API_TOKEN, and a URL's "
             "credentials would be sent in its place (HTTP Basic)"
         )
-    if parsed.query or parsed.fragment:
+    if "?" in url or "#" in url:  # an empty one too: httpx reads neither as present
         return "holds a query or a fragment: give the API's base URL (the paths /jobs … are appended to it)"
     return None
 

@@ -27,6 +27,11 @@ NO_API = [
     "http://127.0.0.1:99999",
     "http://127.0.0.1:8080?token=s3cretvalue",
     "http://127.0.0.1:8080/#jobs",
+    # an empty query or fragment is one too: '?' or '#' then the path appended (`…:8080?/jobs/x`)
+    # sent the request to '/' (until 2026-12-07, httpx reading neither as present)
+    "http://127.0.0.1:8080?",
+    "http://127.0.0.1:8080/#",
+    "https://api.example.org/curaflow?",
     " http://127.0.0.1:8080",
     "http://operator:s3cretvalue@127.0.0.1:8080",
 ]
