@@ -63,7 +63,8 @@ def api_url_problem(url: str) -> str | None:
     """Why ``url`` (``--api-url`` / ``CURAFLOW_API_URL``) can name no API, or None.
 
     An API base URL is an ``http(s)`` URL with a host and a port (1…65535,
-    :func:`curaflow.outbound.destinations.origin_of`), without whitespace, query or
+    :func:`curaflow.outbound.destinations.origin_of`), without whitespace (a space inside
+    too: printable, it passed until 2026-12-07 and ``http://exa mple.org`` was tried), query or
     fragment — an empty one too: ``…:8080?`` then the path appended asked ``/`` (until
     2026-12-07) — (each request's path is appended to it), without user information (httpx
     sends a URL's user and password as HTTP Basic in place of the bearer token: every
@@ -71,7 +72,7 @@ def api_url_problem(url: str) -> str | None:
     which may carry a credential. Until 2026-12-07 such a URL was tried and failed "cannot
     reach" with exit status 3, "try again later" (``localhost:8080``, no scheme, included).
     """
-    if url != url.strip() or any(not ch.isprintable() for ch in url):
+    if any(ch.isspace() or not ch.isprintable() for ch in url):  # a space inside too
         return "holds whitespace or an unprintable character"
     try:
         parsed = httpx.URL(url)
