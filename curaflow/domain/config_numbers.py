@@ -26,8 +26,8 @@ import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, ModelWrapValidatorHandler, ValidationError, model_validator
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 #: What :func:`boolean_for_a_number` returns: where, below the setting, a boolean stands
 #: for a number (``()``: the setting's own value), as keys and list indexes.
@@ -108,6 +108,31 @@ def boolean_for_a_number(annotation: Any, value: Any) -> Where | None:
     return None
 
 
+def booleans_for_numbers(annotation: Any, value: Any) -> list[Where]:
+    """Every place in ``value`` where a boolean stands for a number ``annotation`` takes
+    (:func:`boolean_for_a_number`, whose rules it applies), in the value's order."""
+    found: list[Where] = []
+    where = boolean_for_a_number(annotation, value)
+    if where is None:
+        return found
+    if where == () or not isinstance(value, dict | list | tuple):
+        return [where]
+    # the first place is in one item: read each item of the table or list on its own
+    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    for key, item in items:
+        sub = boolean_for_a_number(annotation, {key: item} if isinstance(value, dict) else _only(value, key, item))
+        if sub is not None:
+            found.append(sub)
+    return found
+
+
+def _only(value: list[Any] | tuple[Any, ...], index: int, item: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` with every item but the one at ``index`` a placeholder no rule reads."""
+    kept = [None] * len(value)
+    kept[index] = item
+    return type(value)(kept) if isinstance(value, tuple) else kept
+
+
 #: The words of the refusal (``type`` ``boolean_for_a_number`` in pydantic's errors).
 REFUSAL = "a boolean (true / false) is no number: write the number this setting takes"
 
@@ -116,33 +141,68 @@ class BooleansAreNoNumbers(BaseModel):
     """A configuration model: a boolean given for a setting that takes a number is
     refused (:func:`boolean_for_a_number`), never read as 1 or 0.
 
-    Read over the model's input as a whole (a ``mode="before"`` field validator cannot
-    stand on a union's tag, a route's ``kind``); each refusal is located at its setting,
-    as pydantic locates its own errors (``targets.0.filters.min_bookmarks``).
+    Read over the model's input as a whole, around its validation (``mode="wrap"``): each
+    refusal located at its setting as pydantic locates its own errors
+    (``targets.0.filters.min_bookmarks``), and said with every other problem of the table —
+    pydantic's own errors and the model's rules, but at a refused setting
+    (:meth:`_refusals_below` adds a subclass's refusals of the same kind:
+    :class:`curaflow.config.base.Section`'s keys a plain model does not define). Until
+    later on 2026-12-07 the refusal was raised before the table was validated, and every
+    other problem of it went unsaid (fixed, reloaded, refused again).
     """
 
-    @model_validator(mode="before")
     @classmethod
-    def _refuse_a_boolean_for_a_number(cls, data: Any) -> Any:
+    def _refusals_below(cls, annotation: Any, value: Any) -> list[tuple[Where, PydanticCustomError | str]]:
+        """What this model refuses in ``value`` given for a field typed ``annotation``: each as
+        where below the field, and the error (its type's name, or a custom error)."""
+        return [
+            (where, PydanticCustomError("boolean_for_a_number", REFUSAL))
+            for where in booleans_for_numbers(annotation, value)
+        ]
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refuse_a_boolean_for_a_number(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # Around the model's validation, not each field's: a wrap validator may not stand on
+        # a union's tag (a route's ``kind``).
         if not isinstance(data, dict):
-            return data
-        refusals: list[InitErrorDetails] = []
+            return handler(data)
+        errors: list[InitErrorDetails] = []
         for name, field in cls.model_fields.items():
             for key in {name, field.alias, field.validation_alias if isinstance(field.validation_alias, str) else None}:
                 if key is None or key not in data:
                     continue
-                where = boolean_for_a_number(field.annotation, data[key])
-                if where is not None:
-                    refusals.append(
-                        InitErrorDetails(
-                            type=PydanticCustomError("boolean_for_a_number", REFUSAL),
-                            loc=(key, *where),
-                            input=_at(data[key], where),
-                        )
-                    )
-        if refusals:
-            raise ValidationError.from_exception_data(cls.__name__, refusals)
-        return data
+                errors += [
+                    InitErrorDetails(type=error, loc=(key, *where), input=_at(data[key], where))
+                    for where, error in cls._refusals_below(field.annotation, data[key])
+                ]
+        if not errors:
+            return handler(data)
+        refused = [detail["loc"] for detail in errors]
+        try:  # the table's other problems, said with these (not again at a refused setting)
+            handler(data)
+        except ValidationError as err:
+            errors += [
+                _again(detail)
+                for detail in err.errors(include_url=False)
+                if not any(detail["loc"][: len(loc)] == loc for loc in refused)
+            ]
+        raise ValidationError.from_exception_data(cls.__name__, errors)
+
+
+def _again(detail: ErrorDetails) -> InitErrorDetails:
+    """One of pydantic's errors, to be raised again with others (its type kept: a custom
+    type's, whose name pydantic does not know, as a custom error of the same words)."""
+    again = InitErrorDetails(type=detail["type"], loc=detail["loc"], input=detail["input"])
+    if "ctx" in detail:
+        again["ctx"] = detail["ctx"]
+    try:
+        ValidationError.from_exception_data("", [again])  # made, not raised: is the type known?
+    except (KeyError, TypeError, ValueError):  # KeyError "Invalid error type"
+        return InitErrorDetails(
+            type=PydanticCustomError(detail["type"], detail["msg"]), loc=detail["loc"], input=detail["input"]
+        )
+    return again
 
 
 def _at(value: Any, where: Where) -> Any:

@@ -86,3 +86,40 @@ def test_a_boolean_setting_and_numbers_written_as_text_still_load(
     assert settings.targets[0].filters.exclude_ai is True
     assert settings.targets[0].filters.r18 is False
     assert settings.targets[0].filters.min_bookmarks == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "settings"),
+    [
+        # a boolean and another problem of the same table
+        ("[api]\nport = true\nbogus = 1\n", ["api.port", "api.bogus"]),
+        # a boolean of the root and a problem of a section
+        ('max_fallback_passes = true\n[api]\nport = "abc"\n', ["max_fallback_passes", "api.port"]),
+        # a boolean in a target's filters, an unknown key there, and another field's problem
+        (
+            f'{DIRECTORY}[[targets]]\nid = "demo"\nroutes = ["out"]\nlimit = "x"\n'
+            "filters = { min_bookmark = 100, max_page_count = true }\n",
+            ["targets.0.limit", "targets.0.filters.min_bookmark", "targets.0.filters.max_page_count"],
+        ),
+        # two booleans of one plain table: each
+        (
+            f'{DIRECTORY}[[targets]]\nid = "demo"\nroutes = ["out"]\n'
+            "filters = { min_bookmarks = true, max_page_count = false }\n",
+            ["targets.0.filters.min_bookmarks", "targets.0.filters.max_page_count"],
+        ),
+    ],
+)
+def test_a_boolean_for_a_number_is_said_with_every_other_problem(
+    tmp_path: Path, text: str, settings: list[str]
+) -> None:
+    # An invalid file is reported field by field, every problem at once (configuration.md).
+    # Until 2026-12-07 the refusal of a boolean for a number (and of a key a target's query or
+    # filters does not define) was raised before the table's fields were validated, and
+    # every other problem of that table went unsaid: fixed, reloaded, refused again.
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(path)
+    report = str(refused.value)
+    for setting in settings:
+        assert f"- {setting}:" in report, report
