@@ -53,6 +53,7 @@ constants, addresses, limits, headers).
 
 from __future__ import annotations
 
+from curaflow.sources.pixiv.client.answers import OffsetRefused
 from curaflow.sources.pixiv.client.app_api import PixivClient
 from curaflow.sources.pixiv.client.constants import (
     CLIENT_ID,
@@ -122,6 +123,7 @@ __all__ = [
     "ImageDownload",
     "InvalidWork",
     "MiB",
+    "OffsetRefused",
     "PixivClient",
     "hidden_from_account",
     "image_destinations",

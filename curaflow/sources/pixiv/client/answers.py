@@ -110,6 +110,35 @@ def refuses_parameters(body: Any) -> bool:
     )
 
 
+def refuses_offset_alone(status: int, body: Any) -> bool:
+    """Whether an app-api answer refuses the request (:func:`refuses_request`) naming
+    ``offset`` and no other parameter: ``{"offset":["offset must be no more than 5000"]}``
+    (reference ``pixiv-and-delivery-apis.md`` §2.2) — the limit of its pages, whatever
+    number its words give. ``PixivClient._get`` tells it apart (:class:`OffsetRefused`)
+    for a page asked past offset 0 (2026-12-07)."""
+    if not refuses_request(status, body):
+        return False
+    return set(json.loads(body["error"]["message"])) == {"offset"}
+
+
+class OffsetRefused(SourceError):
+    """The app-api refused a page asked at ``offset`` (> 0) naming ``offset`` alone
+    (:func:`refuses_offset_alone`): the limit of its pages lies before ``offset``.
+
+    Final as any refusal of the request (``remote_http_error``, not retried) for a caller
+    that does not page; a scan paging to it takes it for the last offset of its walk
+    (:func:`curaflow.sources.pixiv.scan.pages._past_last_offset`, decision 2026-12-07:
+    until then it ended the job, and every later job of a target that deep).
+
+    Attributes:
+        offset: the offset refused (places from the first result, ≥ 1).
+    """
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(TerminalReason.REMOTE_HTTP_ERROR, message, retryable=False, status=400)
+        self.offset = offset
+
+
 def refuses_request(status: int, body: Any) -> bool:
     """Whether an app-api answer refuses the request itself, so that asking again gets
     the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_400`)

@@ -20,6 +20,7 @@ from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailabl
 from curaflow.sources.gate import Gate
 from curaflow.sources.pixiv.client.answers import (
     OAUTH_ERROR_STATUS,
+    OffsetRefused,
     answered_refresh_token,
     error_text,
     grant_of,
@@ -29,6 +30,7 @@ from curaflow.sources.pixiv.client.answers import (
     oversized_failure,
     reason_for_status,
     refuses_grant,
+    refuses_offset_alone,
     refuses_request,
     refuses_token,
     says_a_token,
@@ -57,6 +59,15 @@ from curaflow.sources.pixiv.client.images import ImageRequests
 from curaflow.sources.pixiv.client.works import InvalidWork, parse_work, search_texts
 from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
 from curaflow.sources.tokens import TokenStore
+
+
+def _offset_asked(params: dict[str, Any] | None) -> int:
+    """The ``offset`` a request's parameters ask (0: none, or not a number)."""
+    raw = (params or {}).get("offset")
+    try:
+        return int(raw) if raw is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 class PixivClient(ImageRequests):
@@ -322,6 +333,9 @@ class PixivClient(ImageRequests):
                 app-api's own 400 refusing the request's parameters in its validator's
                 shape (:func:`refuses_request`) to a request of no work (a search, a
                 ranking, a page), retried for any other 4xx, in any shape or words.
+            OffsetRefused: that refusal naming ``offset`` alone for a page asked past
+                offset 0 (:func:`refuses_offset_alone`): the limit of the app-api's pages
+                lies before it (final too; a scan takes it for its walk's last offset).
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
                 the work's for the app-api's own 404 saying in Pixiv's words that the work
                 is gone (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
@@ -454,6 +468,14 @@ class PixivClient(ImageRequests):
                 # gateway's, a stale answer replayed — answers nothing that was asked, one
                 # attempt too (until 2026-12-06 its object was read as the app-api's answer).
                 garbled = 200 <= status < 300 and text is None
+                asked_at = _offset_asked(params)
+                if asked_at > 0 and refuses_offset_alone(status, body):
+                    # The limit of the app-api's pages lies before the offset asked: a
+                    # scan paging to it takes it for its walk's last offset (OffsetRefused,
+                    # 2026-12-07); at offset 0, or naming other parameters, the request's own.
+                    raise OffsetRefused(
+                        asked_at, f"pixiv refused offset {asked_at} (HTTP {status}): {(text or '')[:200]}"
+                    )
                 raise SourceError(
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"

@@ -22,7 +22,11 @@ would pass it on a date-sorted search, the scan restarts at offset 0 with the da
 moved to the day of the last fetched work (``end_date`` for ``date_desc``,
 ``start_date`` for ``date_asc``; reference §2.2, gallery-dl's approach). Every work of
 that boundary day fetched before the move is skipped by id until the scan has left the
-day, so nothing is skipped and nothing is counted twice.
+day, so nothing is skipped and nothing is counted twice. The app-api refusing a page past
+offset 0 and below offset 5000 naming ``offset`` alone
+(:class:`~curaflow.sources.pixiv.client.OffsetRefused`: Pixiv lowered its limit) is the
+walk's last offset all the same (:func:`~curaflow.sources.pixiv.scan.pages._past_last_offset`,
+:func:`~curaflow.sources.pixiv.scan.days.last_offset`; 2026-12-07: it ended the job).
 
 A crowded day: when one pass of the walk never left a single day
 before reaching the cap, that day holds more works than one walk can page. The rest of

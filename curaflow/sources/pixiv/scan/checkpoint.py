@@ -81,6 +81,15 @@ class ScanCheckpoint(ScanState):
             asked at; a page asked past it listing the same works in the same order is the
             source's failure (:func:`~curaflow.sources.pixiv.scan.pages.moves_nowhere`).
             None: no page taken this pass (or a checkpoint written before the fields).
+        taken: the works of the last page of this pass the first walk took (their ids and
+            creation dates, a placed one's as placed), for the walk's last offset found only
+            on the next page's refusal (:func:`~curaflow.sources.pixiv.scan.pages._past_last_offset`).
+        refused_offset: the lowest offset of a page the app-api refused naming ``offset``
+            alone in this scan (:class:`~curaflow.sources.pixiv.client.OffsetRefused`): the
+            limit of its pages lies before it, below
+            :data:`~curaflow.sources.pixiv.client.MAX_OFFSET` (Pixiv lowered it); no later
+            pass asks it or past it (:func:`~curaflow.sources.pixiv.scan.days.last_offset`).
+            None: none refused.
         unread_free: items with no id curaflow reads this scan examined ``invalid`` without
             counting them against ``pixiv.max_examined`` — the first
             :data:`UNREAD_FREE` of them, with a frontier walk (:meth:`capped`;
@@ -106,6 +115,8 @@ class ScanCheckpoint(ScanState):
     stepped_over: int | None = None
     listed_before: list[str] = Field(default_factory=list)
     listed_at: int | None = None
+    taken: list[fr.Mark] = Field(default_factory=list)
+    refused_offset: int | None = None
     unread_free: int = 0
 
     def capped(self, max_examined: int) -> bool:

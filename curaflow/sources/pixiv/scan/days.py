@@ -14,6 +14,16 @@ from curaflow.sources.pixiv.client import MAX_OFFSET, offset_of
 from curaflow.sources.pixiv.scan.checkpoint import ScanCheckpoint, TailPass
 
 
+def last_offset(cp: ScanCheckpoint) -> int:
+    """The deepest offset the app-api pages for this scan: :data:`MAX_OFFSET`, or below the
+    lowest offset it refused naming ``offset`` alone (``cp.refused_offset``: Pixiv lowered
+    its limit, decision 2026-12-07). A page past it is never asked: the walk moves its
+    window, reads a crowded day from its other end, or ends its pages there."""
+    if cp.refused_offset is None:
+        return MAX_OFFSET
+    return min(MAX_OFFSET, cp.refused_offset - 1)
+
+
 def _shift_day(day: str, days: int) -> str:
     return (date.fromisoformat(day) + timedelta(days=days)).isoformat()
 
@@ -54,6 +64,7 @@ def _new_pass(cp: ScanCheckpoint) -> None:
     cp.seen_ids = []
     cp.stepped_over = None
     cp.listed_before, cp.listed_at = [], None
+    cp.taken = []
     cp.pass_first_day, cp.count_day, cp.day_count = None, None, 0
     if cp.walk is not None:
         cp.walk.pass_start = True
@@ -88,7 +99,7 @@ def _start_tail(cp: ScanCheckpoint, last: Work) -> int | None:
     _new_pass(cp)
     if cp.walk is None:
         return None
-    at = fr.tail_pass(cp.walk, last, max_offset=MAX_OFFSET)
+    at = fr.tail_pass(cp.walk, last, max_offset=last_offset(cp))
     end = cp.walk.tail_stop
     if end is not None and end.work_id != last.work_id:
         cp.tail.stop_date, cp.tail.stop_id = end.create_date or "", int(end.work_id)
@@ -141,7 +152,7 @@ def _tail_page(
     tail.reached += len(cp.pending)
     if met or not next_url:
         _end_tail(cp, sort, whole=True, on_skipped_day=on_skipped_day)
-    elif offset_of(next_url) > MAX_OFFSET:
+    elif offset_of(next_url) > last_offset(cp):
         _end_tail(cp, sort, whole=False, on_skipped_day=on_skipped_day)
     else:
         cp.next_url, cp.next_from_source = next_url, True

@@ -24,6 +24,7 @@ from curaflow.sources.pixiv.client import (
     MAX_WORK_ID,
     PAGE_SIZE,
     InvalidWork,
+    OffsetRefused,
     PixivClient,
     is_work_id,
     iso_create_date,
@@ -34,7 +35,16 @@ from curaflow.sources.pixiv.client import (
 from curaflow.sources.pixiv.filters import stated_fields, unstated
 from curaflow.sources.pixiv.query_words import DURATION_DAYS
 from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
-from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
+from curaflow.sources.pixiv.scan.days import (
+    _count_days,
+    _day,
+    _end_tail,
+    _move_window,
+    _new_pass,
+    _start_tail,
+    _tail_page,
+    last_offset,
+)
 from curaflow.sources.pixiv.scan.retrieval import _request
 
 log = get_logger("curaflow.source")
@@ -285,7 +295,7 @@ def _frontier_page(
     key = "end_date" if sort == "date_desc" else "start_date"
     window_day = cp.window.get(key) if sort in fr.DATE_SORTS else None
     return fr.on_page(
-        cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=MAX_OFFSET, listed=listed
+        cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=last_offset(cp), listed=listed
     )
 
 
@@ -539,7 +549,11 @@ async def _fetch_page(
         # The first page of results the target's frontier has already seen works in.
         promised = True
     offset = offset_of(cp.next_url) if cp.started else 0
-    page = await _request(client, target, cp)
+    try:
+        page = await _request(client, target, cp)
+    except OffsetRefused as refused:
+        _past_last_offset(cp, target, refused, on_skipped_day)
+        return
     if promised and page.get("illusts") == []:
         back = _step_back_over_empty(cp, offset)
         if back is not None:
@@ -648,22 +662,10 @@ async def _fetch_page(
     if step is not None and step.jump is not None:
         _jump(cp, step.jump)
         return
-    if next_url and offset_of(next_url) > MAX_OFFSET:
-        # The API answers HTTP 400 past offset 5000: move the date window instead.
-        if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
-            if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
-                # This whole pass was one day: read its other end, up to its last dated work (a
-                # placed one has no place the second walk could stop at).
-                at = _start_tail(cp, next((w for w in reversed(works) if w.work_id not in cp.placed), works[-1]))
-                if at is not None:
-                    # Where the last job's second walk over the day stopped (its landing checked).
-                    cp.started = True
-                    cp.next_url, cp.next_from_source = _offset_url(at), False
-            else:
-                _move_window(cp, sort, works)
-        else:
-            cp.next_url = None
-            cp.pages_done = True
+    cp.taken = [fr.Mark(work_id=w.work_id, create_date=w.create_date) for w in works]
+    if next_url and offset_of(next_url) > last_offset(cp):
+        # The API answers HTTP 400 past offset 5000 (or the lower limit it refused at).
+        _at_last_offset(cp, target, works)
     else:
         if next_url and step is not None and step.overlap:
             # Ask the next page one place early: its first work, the last of this page,
@@ -671,3 +673,69 @@ async def _fetch_page(
             next_url = _offset_url(max(offset + 1, offset_of(next_url) - step.overlap))
         cp.next_url, cp.next_from_source = next_url, True
         cp.pages_done = not next_url
+
+
+def _at_last_offset(cp: ScanCheckpoint, target: TargetSpec, works: list[Work]) -> None:
+    """The page after the one that listed ``works`` lies past the app-api's last offset
+    (:func:`~curaflow.sources.pixiv.scan.days.last_offset`): a date-sorted search moves
+    its date window to the day of the last work (reference §2.2, gallery-dl's approach), or
+    reads that day from its other end when the whole pass stayed on it (a crowded day);
+    any other sort ends its pages there."""
+    sort = target.query.sort
+    if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
+        if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
+            # This whole pass was one day: read its other end, up to its last dated work (a
+            # placed one has no place the second walk could stop at).
+            at = _start_tail(cp, next((w for w in reversed(works) if w.work_id not in cp.placed), works[-1]))
+            if at is not None:
+                # Where the last job's second walk over the day stopped (its landing checked).
+                cp.started = True
+                cp.next_url, cp.next_from_source = _offset_url(at), False
+        else:
+            _move_window(cp, sort, works)
+    else:
+        cp.next_url = None
+        cp.pages_done = True
+
+
+def _past_last_offset(
+    cp: ScanCheckpoint, target: TargetSpec, refused: OffsetRefused, on_skipped_day: SkippedDayHook | None
+) -> None:
+    """The app-api refused a page the scan asked past offset 0 (``refused.offset``) naming
+    ``offset`` alone (:class:`~curaflow.sources.pixiv.client.OffsetRefused`): the limit of
+    its pages lies before it — Pixiv lowered it below
+    :data:`~curaflow.sources.pixiv.client.MAX_OFFSET`. The walk does what it does at that
+    offset (:func:`_at_last_offset` with the last page's works, ``cp.taken``; a crowded
+    day's second walk ends there, its day recorded as skipped), the page asked is neither
+    counted nor examined, and no later pass of this scan asks that offset or past it
+    (``cp.refused_offset``). Told once a scan (the first offset refused named), so an
+    operator sees the limit changed. Owner of that decision (2026-12-07): until then the
+    refusal ended the job unretried, and every later job of a target that deep ended at
+    the same page.
+
+    A page no page of its pass was taken before — one curaflow chose: a jump to the
+    frontier's mark, a crowded day's second walk's landing, placed by an earlier job under
+    a deeper limit — has no works to move a window by: the walk lands at half that offset
+    instead (an earlier landing the frontier's walk reads on from, as it does when it steps
+    back: ``frontier.walk._landing_check``), and pages on to the limit. Offset 0 is never
+    refused so (:class:`~curaflow.sources.pixiv.client.OffsetRefused` is past offset 0): a
+    jump lands within 13 refusals (log2 of 5000)."""
+    if cp.refused_offset is None:
+        log.warning(
+            "pixiv.offset_refused",
+            offset=refused.offset,
+            max_offset=MAX_OFFSET,
+            answer=str(refused)[:200],
+            hint="the app-api pages less deep than curaflow's MAX_OFFSET: the walk moves its window there",
+        )
+    cp.refused_offset = min(refused.offset, cp.refused_offset or refused.offset)
+    cp.pending = []
+    if cp.listed_at is None:
+        cp.next_url = _offset_url(refused.offset // 2)
+        return
+    sort = target.query.sort
+    if cp.tail is not None:
+        _end_tail(cp, sort, whole=False, on_skipped_day=on_skipped_day)
+        return
+    works = [Work(work_id=m.work_id, create_date=m.create_date) for m in cp.taken]
+    _at_last_offset(cp, target, works)
