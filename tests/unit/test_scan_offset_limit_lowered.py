@@ -237,3 +237,41 @@ async def test_the_client_tells_an_offset_refused_alone_past_offset_0(offset: in
     assert isinstance(raised.value, OffsetRefused) is told
     if told:
         assert isinstance(raised.value, OffsetRefused) and raised.value.offset == offset
+
+
+class _Died(Exception):
+    pass
+
+
+async def test_a_resumed_attempt_keeps_the_limit_learned() -> None:
+    """The limit learned and the last page's works survive the checkpoint: an attempt
+    resumed from its stored JSON asks no page past the limit again."""
+    works = _works([40, 40, 40, 40])
+    asked: list[int] = []
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=["x"]), filters=TargetFilters(), scan_limit=10)
+    examined: set[str] = set()
+    stored: list[str] = []
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        examined.update(ids)
+        return dict.fromkeys(ids, "duplicate")
+
+    async def dies_once_limited(cp: ScanCheckpoint) -> None:
+        stored.append(cp.model_dump_json())
+        if cp.refused_offset is not None and len(stored) < 100:
+            raise _Died
+
+    pixiv = pixiv_answering(_app_api(works, 60, asked))
+    with pytest.raises(_Died):
+        await scan(pixiv, target, scan_limit=10, known=known, on_page=dies_once_limited)
+    resumed = ScanCheckpoint.model_validate_json(stored[-1])
+    assert resumed.refused_offset == 90
+    before = len(asked)
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    cp = await scan(pixiv, target, scan_limit=10, known=known, on_page=on_page, checkpoint=resumed)
+    assert cp.exhausted
+    assert examined == {str(w["id"]) for w in works}
+    assert all(o <= 60 for o in asked[before:])
