@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,20 @@ def _at_fault(error: ErrorDetails) -> tuple[Loc, bool]:
     return at, error["type"] == "missing"
 
 
+def _unreadable(err: OSError | ValueError, toml_path: Path | None) -> str:
+    """What could not be read, said with why: the TOML file when the error is the file's
+    (its syntax, its reading), else the configuration's other sources, which ``err`` names
+    itself (``CURAFLOW_SECRETS_DIR=…: not a directory``, a variable's value). Until
+    2026-12-07 every such error was ``cannot read config <file>``: ``None`` without a file,
+    a good file blamed for a missing secrets directory (a newcomer's finding)."""
+    files = isinstance(err, tomllib.TOMLDecodeError) or (
+        isinstance(err, OSError) and err.filename is not None and Path(err.filename) == toml_path
+    )
+    if toml_path is not None and files:
+        return f"cannot read config {toml_path}: {err}"
+    return f"cannot read configuration: {err}"
+
+
 class ConfigError(Exception):
     """The configuration file or environment is invalid; ``str()`` is a readable report."""
 
@@ -255,7 +270,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
             lines.append(f"  - {label}: {e['msg']}" + (f" ({origin})" if origin else ""))
         raise ConfigError("\n".join(lines)) from None
     except (OSError, ValueError) as err:
-        raise ConfigError(f"cannot read config {toml_path}: {err}") from None
+        raise ConfigError(_unreadable(err, toml_path)) from None
     settings._toml_path = toml_path
     # Every secret of a configuration this process loaded is masked wherever words curaflow
     # did not choose are written out (a library's exception in Temporal's history, a log line).

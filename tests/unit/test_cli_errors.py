@@ -455,3 +455,24 @@ def test_curaflow_cancel_of_a_cancelled_job_adds_nothing(tmp_path: Path, monkeyp
         result = CliRunner().invoke(app, ["cancel", "demo@manual-k", "--api-url", url], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert "stopped nothing" not in result.output and "is stopping" not in result.output
+
+
+def test_a_missing_secrets_directory_is_named_without_a_python_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CURAFLOW_SECRETS_DIR=/nonexistent curaflow run`` said ``cannot read config None: …``
+    (a newcomer's finding): Python's ``None`` of the file not given. What could not be read
+    is named — the secrets directory, not a file —, exit 2, nothing started."""
+    from curaflow.cli import run as run_cli
+
+    def started(*args: object, **kwargs: object) -> object:
+        raise AssertionError("nothing may start")
+
+    monkeypatch.setattr(run_cli, "services", started)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    monkeypatch.setenv("CURAFLOW_SECRETS_DIR", str(tmp_path / "nonexistent"))
+    result = CliRunner().invoke(app, ["run", "--tags", "a"])
+    assert result.exit_code == 2, result.output
+    assert "None" not in result.output
+    assert f"CURAFLOW_SECRETS_DIR={tmp_path / 'nonexistent'}: not a directory" in result.output

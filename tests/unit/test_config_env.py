@@ -358,3 +358,30 @@ def test_an_invalid_value_in_the_file_names_the_file(tmp_path: Path, monkeypatch
     config.write_text('[retention]\ndays = "x"\n')
     with pytest.raises(ConfigError, match=rf"retention\.days: .* \(in {re.escape(str(config))}\)"):
         load_settings(config)
+
+
+def test_what_could_not_be_read_is_named_the_file_only_when_it_is_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cannot read config None: CURAFLOW_SECRETS_DIR=…`` without a file, ``cannot read
+    config curaflow.toml: CURAFLOW_SECRETS_DIR=…`` with a good one: the secrets directory
+    (or a variable) was blamed on a file. The file is named when it is what could not be
+    read (its TOML), never ``None``."""
+    monkeypatch.setenv("CURAFLOW_SECRETS_DIR", str(tmp_path / "missing"))
+    for config in (None, tmp_path / "good.toml"):
+        (tmp_path / "good.toml").write_text("[api]\n")
+        with pytest.raises(ConfigError) as raised:
+            load_settings(config)
+        said = str(raised.value)
+        assert "None" not in said and "good.toml" not in said, said
+        assert said == f"cannot read configuration: CURAFLOW_SECRETS_DIR={tmp_path / 'missing'}: not a directory"
+    monkeypatch.delenv("CURAFLOW_SECRETS_DIR")
+    (tmp_path / "bad.toml").write_text("x = [\n")
+    with pytest.raises(ConfigError, match=rf"^cannot read config {re.escape(str(tmp_path / 'bad.toml'))}: "):
+        load_settings(tmp_path / "bad.toml")
+    from curaflow.config.loading import _unreadable
+
+    path = tmp_path / "curaflow.toml"
+    denied = PermissionError(13, "Permission denied", str(path))
+    assert _unreadable(denied, path) == f"cannot read config {path}: {denied}"
+    assert _unreadable(denied, None) == f"cannot read configuration: {denied}"  # a secret file's, no config
