@@ -320,7 +320,8 @@ def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]], urls: Iterab
             percent-encode instead of as the example's).
 
     Raises:
-        SettingsProblem: naming every such secret.
+        SettingsProblem: naming every such secret ("``api.token`` still holds", "``api.token``,
+            ``database.url (password)`` still hold"; until 2026-12-07 one "still hold").
     """
     found = [(loc, name) for loc, name, value in secrets if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
     found += [
@@ -330,7 +331,8 @@ def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]], urls: Iterab
     ]
     if found:
         raise SettingsProblem(
-            f"{', '.join(name for _, name in found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the "
+            f"{', '.join(name for _, name in found)} still {'hold' if len(found) > 1 else 'holds'} the example value "
+            f"'{EXAMPLE_SECRET_PREFIX}…' of the "
             "env example: set real secrets (in the env file, the environment or CURAFLOW_SECRETS_DIR)",
             [loc for loc, _ in found],
         )

@@ -273,6 +273,7 @@ def test_route_secrets_come_from_files_in_the_secrets_dir(tmp_path: Path, monkey
     ("env", "named"),
     [
         ({"CURAFLOW_API_TOKEN": "change-me-long-random-token"}, "api.token"),
+        ({"CURAFLOW_API__TOKEN": "change-me-please"}, "api.token"),
         ({"PIXIV_REFRESH_TOKEN": "change-me"}, "pixiv.refresh_token"),
         ({"DATABASE_URL": "postgresql://curaflow:change-me-curaflow-db@db/curaflow"}, "database.url (password)"),
         # asyncpg reads these passwords (percent-decoded; the query's when the URL's user has
@@ -296,7 +297,23 @@ def test_an_example_secret_is_refused_at_start(
 ) -> None:
     for name, value in {**ROUTE_SECRETS, **env}.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigError, match=rf"{re.escape(named)} still hold the example value 'change-me…'"):
+    # One setting "holds" (until 2026-12-07 "api.token still hold", a newcomer's finding).
+    with pytest.raises(ConfigError, match=rf"error, {re.escape(named)} still holds the example value 'change-me…'"):
+        from_file(tmp_path, ROUTE_SECRETS_TOML)
+
+
+def test_several_example_secrets_are_named_together_and_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        **ROUTE_SECRETS,
+        "CURAFLOW_API__TOKEN": "change-me-please",
+        "DATABASE_URL": "postgresql://curaflow:change-me-curaflow-db@db/curaflow",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(
+        ConfigError, match=r"error, api\.token, database\.url \(password\) still hold the example value 'change-me…'"
+    ):
         from_file(tmp_path, ROUTE_SECRETS_TOML)
 
 
