@@ -440,4 +440,5 @@ async def prepare_dev_server(settings: Settings) -> None:
         retention=timedelta(days=settings.temporal.namespace_retention_days),
         nexus_endpoint=settings.temporal.nexus_endpoint or None,
         task_queue=settings.temporal.task_queue,
+        embedded=True,  # its warnings say the settings, never a command to this server
     )
