@@ -121,6 +121,29 @@ def token_for(settings: Settings) -> str | None:
         return None
 
 
+def refused_token_hint(settings: Settings) -> str:
+    """What to check when the API refused the token sent (401): ``CURAFLOW_API_TOKEN``; and,
+    when ``api.token`` is configured and ``<state_dir>/api-token`` holds another token, that
+    the setting (named by its origin: the variable, the secret file, the TOML) overrides the
+    file — the usual cause after changing directory, a variable exported for another
+    ``curaflow dev`` (2026-12-07, a newcomer's finding). No token is ever printed."""
+    from curaflow.config.loading import origin_of
+
+    path = settings.state_dir / "api-token"
+    try:
+        in_the_file = path.read_text().strip()
+    except OSError:
+        in_the_file = ""
+    configured = settings.api.token.get_secret_value().strip() if settings.api.token else ""
+    if not configured or not in_the_file or configured == in_the_file:
+        return "check CURAFLOW_API_TOKEN"
+    origin = origin_of(("api", "token"), settings._toml_path)
+    return (
+        f"api.token ({origin}) overrides {path}, which holds another token — the usual cause after "
+        "changing directory: unset it to use the file's"
+    )
+
+
 def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowClient], Awaitable[int]]) -> None:
     """Run ``action`` with a client; map client errors to messages and exit codes."""
     settings = settings_or_exit(config)
@@ -138,7 +161,7 @@ def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowCli
         said = "refused" if code == 2 else "could not serve it now"
         error(f"{said} ({err.http_status}): {err.code}: {err.error.message or ''}{detail}")
     except UnauthorizedError as err:
-        hint = "the API has no token configured" if err.endpoint_disabled else "check CURAFLOW_API_TOKEN"
+        hint = "the API has no token configured" if err.endpoint_disabled else refused_token_hint(settings)
         error(f"{err.http_status} {err.text} ({hint})")
         code = 3
     except (ApiUnreachable, UnexpectedResponse) as err:

@@ -476,3 +476,42 @@ def test_a_missing_secrets_directory_is_named_without_a_python_none(
     assert result.exit_code == 2, result.output
     assert "None" not in result.output
     assert f"CURAFLOW_SECRETS_DIR={tmp_path / 'nonexistent'}: not a directory" in result.output
+
+
+@pytest.mark.parametrize(
+    ("variable", "in_the_file", "overridden"),
+    [
+        ("CURAFLOW_API_TOKEN", "the-token-of-this-directorys-dev", True),
+        ("CURAFLOW_API__TOKEN", "the-token-of-this-directorys-dev", True),
+        ("CURAFLOW_API_TOKEN", "the-exported-token-of-another-dev", False),  # the same: not the cause
+        ("CURAFLOW_API_TOKEN", None, False),  # no file: nothing is overridden
+    ],
+)
+def test_a_refused_token_says_when_the_environment_overrides_the_token_file(
+    variable: str, in_the_file: str | None, overridden: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 said ``(check CURAFLOW_API_TOKEN)`` whatever the cause; the usual one after
+    changing directory is a variable exported for another ``curaflow dev``, which overrides
+    this directory's ``.curaflow/api-token`` (a newcomer's finding): said when it is so."""
+    import json
+
+    for name in ("CURAFLOW_API_TOKEN", "CURAFLOW_API__TOKEN", "CURAFLOW_API_URL", "CURAFLOW_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CURAFLOW_STATE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    if in_the_file is not None:
+        (tmp_path / ".curaflow").mkdir()
+        (tmp_path / ".curaflow" / "api-token").write_text(in_the_file + "\n")
+    monkeypatch.setenv(variable, "the-exported-token-of-another-dev")
+    body = json.dumps({"status": "error", "error": "unauthorized"}).encode()
+    with api_answering(401, body) as url:
+        result = CliRunner().invoke(app, ["status", "demo@manual-k", "--api-url", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 3, result.output
+    said = " ".join(result.output.split())
+    assert said.startswith("401 unauthorized ("), said
+    if overridden:
+        assert f"environment variable {variable}" in said and "overrides" in said, said
+        assert str(Path(".curaflow") / "api-token") in said, said
+    else:
+        assert "overrides" not in said and "check CURAFLOW_API_TOKEN" in said, said
+    assert "the-exported-token" not in said and "this-directorys-dev" not in said  # no token is printed
