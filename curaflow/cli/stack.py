@@ -42,6 +42,7 @@ from curaflow.process.httpserver import (
 )
 from curaflow.process.launch import stop_requested
 from curaflow.protocol.connections import API_KEEP_ALIVE_S
+from curaflow.sources.pixiv.replay import DEFAULT_PORT as DEFAULT_REPLAY_PORT
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -77,7 +78,7 @@ class DevPorts:
     temporal_http: int = 7243
     temporal_metrics: int = 7244
     worker_metrics: int = 9091
-    replay: int = 8300
+    replay: int = DEFAULT_REPLAY_PORT
 
     def options(self, settings: Settings, workers: int) -> list[tuple[str, str, int, str]]:
         """``(what, host, port, option)`` of every fixed port, for the in-use check."""

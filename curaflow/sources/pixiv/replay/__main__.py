@@ -13,6 +13,7 @@ import uvicorn
 
 from curaflow.observability.supervision import EXIT_CANNOT_START
 from curaflow.process.httpserver import CannotListen, bind_socket
+from curaflow.sources.pixiv.replay import DEFAULT_PORT
 from curaflow.sources.pixiv.replay.app import create_replay_app
 
 
@@ -29,7 +30,7 @@ def main() -> None:
         description="Serve the recorded Pixiv app-api responses (and its login and token endpoint) until Ctrl-C.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8300, help="port to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on (default: %(default)s)")
     args = parser.parse_args()
     try:
         sock = bind_socket(args.host, args.port)
@@ -45,10 +46,8 @@ def main() -> None:
 
 def _usual_holder(port: int) -> str:
     """What usually holds ``port``, said after the advice: ``curaflow dev`` serves its own
-    replay on :attr:`curaflow.cli.stack.DevPorts.replay` (replay mode), nothing else here."""
-    from curaflow.cli.stack import DevPorts  # the command line's modules, only to say this
-
-    if port != DevPorts.replay:
+    replay on :data:`~curaflow.sources.pixiv.replay.DEFAULT_PORT` (replay mode), nothing else here."""
+    if port != DEFAULT_PORT:
         return ""
     return f" (`curaflow dev` serves its own replay on {port} by default, in replay mode: its workers need no other)"
 
