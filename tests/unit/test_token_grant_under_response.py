@@ -68,8 +68,17 @@ GRANT = {"access_token": "a2", "refresh_token": "r2", "expires_in": 3600, "token
         {"response": GRANT},  # the grant under `response` alone
         {"response": {**GRANT, "access_token": None}},  # no usable access token: its refresh token kept
         {"access_token": None, "response": GRANT},  # the top level's empty, `response`'s whole
+        # the top level's access token usable, its refresh token dropped: `response`'s kept
+        {"access_token": "a2", "expires_in": 3600, "response": GRANT},
+        {"access_token": "a2", "refresh_token": None, "expires_in": 3600, "response": GRANT},
     ],
-    ids=["response-only", "response-without-access-token", "top-level-null"],
+    ids=[
+        "response-only",
+        "response-without-access-token",
+        "top-level-null",
+        "top-level-without-refresh-token",
+        "top-level-refresh-token-null",
+    ],
 )
 async def test_a_refresh_token_answered_under_response_is_kept(first: dict[str, Any]) -> None:
     sent: list[str] = []

@@ -314,7 +314,9 @@ def grant_of(body: Any) -> dict[str, Any] | None:
     answer holding the grant under ``response`` alone (Pixiv's own duplicate, its top level
     dropped or emptied by a version or a proxy) was no grant: the attempt failed and the
     refresh token it carried — a rotated one, Pixiv revoking the token sent — was dropped,
-    so the next refresh sent the revoked token and the account ended ``auth_failed``."""
+    so the next refresh sent the revoked token and the account ended ``auth_failed``. A
+    grant read that names no usable ``refresh_token`` leaves the one its other copy names
+    (:func:`answered_refresh_token`) to the caller, kept as the account's candidate."""
     return next((place for place in _grant_places(body) if usable_token(place.get("access_token"))), None)
 
 

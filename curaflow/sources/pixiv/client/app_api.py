@@ -255,6 +255,12 @@ class PixivClient(ImageRequests):
         grant = grant_of(body) if granted else None
         if grant is not None:
             hold(grant["access_token"], usable_token(grant.get("refresh_token")))
+            if usable_token(grant.get("refresh_token")) is None:
+                # The grant names no refresh token it rotated to, yet the answer's other
+                # copy may (the top level's dropped, ``response``'s whole): Pixiv may have
+                # revoked the one sent, so that one is kept as the account's candidate
+                # (2026-12-07: it was dropped, and the next refresh ended auth_failed).
+                await self._keep_candidate(refresh_token, answered_refresh_token(body))
             return grant
         if granted and isinstance(body, dict):
             await self._keep_candidate(refresh_token, answered_refresh_token(body))
