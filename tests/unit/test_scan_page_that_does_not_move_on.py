@@ -100,3 +100,40 @@ async def test_a_page_shifted_by_new_works_is_still_read(sort: str, frontier: bo
     cp, asked, examined = await _scan(shifting, sort, frontier)
     assert cp.exhausted
     assert examined == {str(w["id"]) for w in listing}, asked
+
+
+@pytest.mark.parametrize("frontier", [False, True], ids=["no-frontier", "frontier"])
+async def test_a_page_pushed_down_by_exactly_one_page_of_new_works_is_still_read(frontier: bool) -> None:
+    """A page pushed down by exactly 30 new uploads between two requests lists the page
+    before's works again, in their order, as a source stuck on one page does; the page the
+    scan took, asked again, tells them apart (it lists the new works): the scan reads on
+    to the end of the results (it failed every attempt while no more works came)."""
+    uploaded = [{**WORKS[0], "id": 900_000_000 + i} for i in range(30)]  # after the first request
+    listing = uploaded + WORKS  # newest first
+    asked: list[int] = []
+
+    def pushed_down(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset") or 0)
+        asked.append(offset)
+        visible = listing[30:] if len(asked) == 1 else listing
+        page = visible[offset : offset + 30]
+        more = offset + 30 < len(visible)
+        return httpx.Response(200, json={"illusts": page, "next_url": _next(request, 30) if more else None})
+
+    cp, _, examined = await _scan(pushed_down, "date_desc", frontier)
+    assert cp.exhausted
+    assert examined >= {str(w["id"]) for w in WORKS}, asked
+
+
+async def test_a_page_stuck_on_one_listing_costs_one_request_more() -> None:
+    """The page the scan took is asked once again before a page that moved nowhere fails
+    the attempt: a source stuck on one page lists it again."""
+    asked: list[int] = []
+
+    def same_page(request: httpx.Request) -> httpx.Response:
+        asked.append(int(request.url.params.get("offset") or 0))
+        return httpx.Response(200, json={"illusts": WORKS[:30], "next_url": _next(request, 30)})
+
+    with pytest.raises(SourceError):
+        await _scan(same_page, "date_desc", False)
+    assert asked == [0, 30, 0]

@@ -119,13 +119,31 @@ def moves_nowhere(cp: ScanCheckpoint, offset: int, listed: list[str]) -> bool:
     Pixiv's pages stand 30 places apart: a page further on listing the page before's works
     again, every one in its place, moved nowhere — a cache or a proxy keyed without
     ``offset``, a replica stuck on one page. Owner of that decision (2026-12-07): the
-    source's failure, one retried attempt (:func:`_fetch_page`). Works pushed down by new
+    source's failure, one retried attempt (:func:`_fetch_page`) — once the page before,
+    asked again, lists them still (:func:`_still_listed`: works pushed down by exactly one
+    page of new uploads list the same works there too). Works pushed down by new
     uploads repeat *some* of the page before's (the seam: ``seen_ids``,
     :func:`~curaflow.sources.pixiv.frontier.repeated_on`), and a page curaflow asks again
     at or before the last one taken (a seam's, a landing's, a step back over an empty page)
     is no later page: neither is judged so. Until 2026-12-07 such a page was read as one
     whose works had all shifted, and the scan followed its ``next_url`` on."""
     return cp.listed_at is not None and offset > cp.listed_at and any(listed) and listed == cp.listed_before
+
+
+async def _still_listed(client: PixivClient, target: TargetSpec, cp: ScanCheckpoint) -> bool:
+    """Whether the page the scan took last (asked at ``cp.listed_at``), asked again now,
+    lists what it listed then (``cp.listed_before``) — asked when the page after it lists
+    those works again (:func:`moves_nowhere`), one request more.
+
+    A source stuck on one page lists it again; works pushed down by exactly one page of new
+    uploads between the two requests (30 of them) list the same works on the page after as
+    well, but that page asked again lists others — the new works, or those pushed onto it
+    (decision 2026-12-07: until then that scan failed every attempt while no more works
+    came). An answer that lists no page of works is not the page either: the same failure."""
+    again = await _request(
+        client, target, cp.model_copy(update={"next_url": _offset_url(cp.listed_at or 0), "started": True})
+    )
+    return not isinstance(again.get("illusts"), list) or _listed(again) == cp.listed_before
 
 
 def _listed(page: dict[str, Any]) -> list[str]:
@@ -599,7 +617,7 @@ async def _fetch_page(
             f"{len(page['illusts'])} works: {clean_text(str(next_url))[:200]!r}",
         )
     listed = _listed(page)
-    if moves_nowhere(cp, offset, listed):
+    if moves_nowhere(cp, offset, listed) and await _still_listed(client, target, cp):
         # A cache or a proxy keyed without ``offset`` (a replica stuck on one page) answers
         # every offset alike: followed, its next_url led through the same works to the
         # app-api's last offset (a popular_desc or ranking scan then ended its results
