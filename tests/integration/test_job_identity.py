@@ -638,6 +638,7 @@ async def http_job_ended(env: Env, end: str) -> str:
         ("cli start", "terminated"),
         ("reset", "cancelled"),
         ("reset", "terminated"),
+        ("reset to the last workflow task", "terminated"),
         ("start_job after delete", "cancelled"),
         ("job input start", "cancelled"),
         ("job input start", "terminated"),
@@ -671,10 +672,9 @@ async def test_a_run_added_under_the_id_of_a_cancelled_job_ends_canceled_as_the_
             "--input", json.dumps(body),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-    elif how == "reset":
-        done = await asyncio.to_thread(
-            cli, env, "reset", "-w", job_id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
-        )
+    elif how.startswith("reset"):
+        point = "FirstWorkflowTask" if how == "reset" else "LastWorkflowTask"
+        done = await asyncio.to_thread(cli, env, "reset", "-w", job_id, "--type", point, "--reason", "operator: test")
         assert done.returncode == 0, done.stderr
     elif how == "start_job after delete":
         deleted = await asyncio.to_thread(cli, env, "delete", "-w", job_id, "--yes")
@@ -933,6 +933,86 @@ async def test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the
     assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
     assert await runs_listed(env, f'JobStatus = "{end}"', job_id) == [own]
     assert await runs_listed(env, failed_query, job_id) == ([own] if end == "failed" else [])
+    # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    assert sorted(p.name for p in env.out.rglob("*")) == delivered
+
+
+async def after_step(env: Env, job_id: str, step: str) -> int:
+    """The id of the first ``WorkflowTaskCompleted`` event after the first ``step`` activity
+    completed: the point ``temporal workflow reset --event-id`` takes to go on from it."""
+    scheduled: int | None = None
+    completed = False
+    async for event in env.client.get_workflow_handle(job_id).fetch_history_events():
+        if scheduled is None and event.activity_task_scheduled_event_attributes.activity_type.name == step:
+            scheduled = event.event_id
+        elif scheduled is not None and not completed:
+            completed = event.activity_task_completed_event_attributes.scheduled_event_id == scheduled
+        elif completed and event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return event.event_id
+    raise AssertionError(f"{job_id}: no workflow task completed after its first {step} completed")
+
+
+@pytest.mark.parametrize(
+    ("end", "point"),
+    [
+        ("succeeded", "LastWorkflowTask"),
+        ("failed", "LastWorkflowTask"),
+        ("cancelled", "LastWorkflowTask"),
+        ("succeeded", "deliver"),
+    ],
+)
+async def test_a_reset_of_an_ended_jobs_run_to_its_last_workflow_task_only_reports_the_job(
+    env: Env, end: str, point: str
+) -> None:
+    """``temporal workflow reset --type LastWorkflowTask`` of an ended job's closed run (the
+    UI's "Reset" with its default point): the new run replays the whole job but its last
+    workflow task, so it runs that task's code again — the job's finish; or ``--event-id``
+    of the workflow task after its ``deliver`` completed (the new run goes on from the
+    delivery's result). It must end as the job did, only reporting it: the ledger, its
+    events and the HTTP report as they were, nothing delivered again, and each documented
+    list naming the job once, by its own run."""
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    before = {p.name for p in env.out.rglob("*")}
+    _key, _body, job_id = await ended_job(env, end)
+    own = (await settled_snapshot(env, job_id)).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert report["status"] == end
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    delivered = sorted(p.name for p in env.out.rglob("*"))
+    assert bool(set(delivered) - before) == (end == "succeeded"), delivered  # what the job delivered, if anything
+    await eventually(
+        lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
+    )
+
+    where = (
+        ["--type", point] if point == "LastWorkflowTask" else ["--event-id", str(await after_step(env, job_id, point))]
+    )
+    done = await asyncio.to_thread(cli, env, "reset", "-w", job_id, *where, "--reason", "operator: test")
+    assert done.returncode == 0, done.stderr
+
+    closed = {
+        "succeeded": WorkflowExecutionStatus.COMPLETED,
+        "failed": WorkflowExecutionStatus.FAILED,
+        "cancelled": WorkflowExecutionStatus.CANCELED,
+    }[end]
+    added = env.client.get_workflow_handle(job_id)
+    assert await closed_status(env.client, job_id, 60) == closed
+    described = await added.describe()
+    assert described.run_id != own
+    state = JobState.model_validate(await added.query(JobWorkflow.status))
+    assert (state.status, state.job_id) == (end, job_id)
+
+    async def both_closed() -> bool:
+        runs = [w async for w in env.client.list_workflows(f"WorkflowId = {json.dumps(job_id)}")]
+        return len(runs) == 2 and all(w.close_time is not None for w in runs)
+
+    await eventually(both_closed, timeout_s=15, what="both runs closed in visibility")
+    listed = await runs_listed(env, f'JobStatus = "{end}"', job_id)
+    assert len(listed) == 1, (listed, own, described.run_id)
+    assert len(await runs_listed(env, failed_query, job_id)) == (1 if end == "failed" else 0)
     # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
     assert (await env.http.get(f"/jobs/{job_id}")).json() == report
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
