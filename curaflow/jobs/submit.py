@@ -38,6 +38,9 @@ Pure helpers plus one thin start function; nothing here is needed by the worker.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -129,7 +132,7 @@ async def start_job(
         raise ValueError("the task names no target: set params.target_id, or pass target_id")
     job_id = manual_job_id(target, validated.idempotency_key)
 
-    async def start(reuse: WorkflowIDReusePolicy, _: WorkflowIDConflictPolicy) -> WorkflowHandle[Any, JobState]:
+    async def send(reuse: WorkflowIDReusePolicy, update_id: str) -> WorkflowHandle[Any, JobState]:
         # Always USE_EXISTING: the admission update needs the run it reaches (a run of
         # another workflow type has no such update: the start fails with its refusal).
         operation: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
@@ -145,14 +148,25 @@ async def start_job(
         )
         try:
             await client.execute_update_with_start_workflow(
-                ADMISSION_UPDATE, body, start_workflow_operation=operation, result_type=JobState
+                ADMISSION_UPDATE, body, start_workflow_operation=operation, id=update_id, result_type=JobState
             )
-        except WorkflowUpdateFailedError as err:
-            raise refused(err) from None
         except BaseException:
             retrieve_start_error(operation)
             raise
         return await operation.workflow_handle()
+
+    async def start(reuse: WorkflowIDReusePolicy, _: WorkflowIDConflictPolicy) -> WorkflowHandle[Any, JobState]:
+        try:
+            return await send(reuse, admission_update_id(body))
+        except WorkflowUpdateFailedError as err:
+            if refusal_of(err) is not None:
+                raise refused(err) from None
+        # Not admission's answer (a failure of the admit step itself, which the run may have
+        # answered an earlier call with the same Task): asked once more, under an id of its own.
+        try:
+            return await send(reuse, f"admission-{uuid.uuid4().hex}")
+        except WorkflowUpdateFailedError as err:
+            raise refused(err) from None
 
     try:
         return await start_run(client, job_id, start)
@@ -193,6 +207,29 @@ async def answer_from_run(
     if answer.refusal is not None:
         raise from_details(answer.refusal)
     return handle
+
+
+def admission_update_id(body: Mapping[str, Any]) -> str:
+    """The ``admission`` update's id for the Task ``body``: one id per Task text, so Temporal
+    answers the same Task sent again to a run (a caller's retry, ``start_job`` of a running
+    job) with that run's first answer instead of accepting another update.
+
+    Each accepted update is recorded in the run's history with its input (up to
+    ``api.max_body_bytes``, 64 KiB by default) and counts against Temporal's total of
+    updates per run (``history.maxTotalUpdates``, 2 000 by default). Until 2026-12-07 every
+    call sent an update with a random id: past that total, ``start_job`` of a running job
+    raised Temporal's ``RPCError`` "The limit on the total number of distinct updates in
+    this workflow has been reached" instead of answering the job, and ~800 calls with a
+    64 KiB Task grew the history past Temporal's 50 MB limit, which terminates the run
+    (``tests/workflow/test_update_limit.py``). Temporal's own advice: "Make sure any
+    duplicate updates share an Update ID so the server can deduplicate them".
+
+    Returns:
+        ``admission-`` and the SHA-256 (hex) of the Task's JSON with sorted members (ids
+        are compared as text: the same Task in another member order is the same id).
+    """
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return f"admission-{hashlib.sha256(canonical.encode()).hexdigest()}"
 
 
 def refused(err: WorkflowUpdateFailedError) -> Exception:
