@@ -465,6 +465,18 @@ async def make_stack(
 
 
 @pytest.fixture
+def config_environment_cleared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every variable curaflow's configuration reads (``CURAFLOW_*``, ``TEMPORAL_*``,
+    ``DATABASE_URL``, ``PIXIV_REFRESH_TOKEN``) removed for the test, and its working directory
+    its own ``tmp_path`` (no ``./curaflow.toml`` nor ``./.curaflow`` of another test's): a
+    module of configuration tests asks for it with ``pytestmark``."""
+    for name in list(os.environ):
+        if name.startswith(("CURAFLOW_", "TEMPORAL_")) or name in ("DATABASE_URL", "PIXIV_REFRESH_TOKEN"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
 async def webhook() -> AsyncIterator[WebhookReceiver]:
     """A signed-webhook receiver on 127.0.0.1."""
     receiver = await WebhookReceiver(whsec()).start()

@@ -6,11 +6,13 @@ from typing import Any
 
 import httpx
 
-from curaflow.domain.messages import TargetSpec
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.scan import KnownHook, ScanCheckpoint, scan
 from tests.fakes.replay import Faults
+from tests.support import pixiv_answering
 
 
 async def _nothing(cp: ScanCheckpoint) -> None:
@@ -52,3 +54,39 @@ async def scan_on_replay(
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
         client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
         return await scan_for_one(client, target, known, on_page=on_page, **extra)
+
+
+async def scan_all_delivered(
+    api: Any, sort: str, frontier: bool, *, max_examined: int = 100_000, max_asked: int | None = None
+) -> tuple[ScanCheckpoint, list[int], set[str]]:
+    """One scan (``scan_limit`` 10) of a tag search whose every listed work was delivered
+    before (none held: it reads on to the end of its results or a cap), over the app-api
+    answering ``api`` (a request → response function), with a frontier of ``sort`` or none.
+
+    Returns:
+        the last checkpoint, the offsets it asked in order, the ids of the works it examined.
+
+    Raises:
+        AssertionError: it asked more than ``max_asked`` pages (a scan with no end in sight).
+    """
+    asked: list[int] = []
+    examined: set[str] = set()
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        asked.append(int(request.url.params.get("offset") or 0))
+        if max_asked is not None and len(asked) > max_asked:
+            raise AssertionError(f"the scan asked {len(asked)} pages")
+        return api(request)  # type: ignore[no-any-return]
+
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=["x"], sort=sort), filters=TargetFilters(), scan_limit=10)  # type: ignore[arg-type]
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        examined.update(ids)
+        return dict.fromkeys(ids, "duplicate")
+
+    extra: dict[str, Any] = {"frontier": Frontier(sort=sort)} if frontier else {}
+    cp = await scan(
+        pixiv_answering(counting), target, scan_limit=10, known=known, on_page=_nothing, max_examined=max_examined,
+        settled_before="2100-01-01", **extra,
+    )  # fmt: skip
+    return cp, asked, examined

@@ -9,20 +9,13 @@ compared with days, and was sent to Pixiv with each search.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from curaflow.config import ConfigError, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("CURAFLOW_", "TEMPORAL_")) or name in ("DATABASE_URL", "PIXIV_REFRESH_TOKEN"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("config_environment_cleared")
 
 
 def write(tmp_path: Path, filters: str) -> Path:

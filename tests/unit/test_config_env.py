@@ -112,12 +112,7 @@ def read(settings: Settings, path: str) -> Any:
     return value
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("CURAFLOW_", "TEMPORAL_")) or name in ("DATABASE_URL", "PIXIV_REFRESH_TOKEN"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("config_environment_cleared")
 
 
 def from_file(tmp_path: Path, data: dict[str, Any]) -> Settings:

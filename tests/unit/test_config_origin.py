@@ -12,20 +12,13 @@ file), and a rule across settings named no origin at all.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from curaflow.config import ConfigError, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("CURAFLOW_", "TEMPORAL_")) or name in ("DATABASE_URL", "PIXIV_REFRESH_TOKEN"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("config_environment_cleared")
 
 
 def report(config: Path) -> str:

@@ -13,7 +13,6 @@ the configuration).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,7 @@ from typer.testing import CliRunner
 from curaflow.cli.app import app
 from curaflow.config import ConfigError, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith(("CURAFLOW_", "TEMPORAL_")) or name in ("DATABASE_URL", "PIXIV_REFRESH_TOKEN"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("config_environment_cleared")
 
 
 def write(tmp_path: Path, query: str) -> Path:

@@ -33,6 +33,7 @@ from curaflow.sources.pixiv.client import OffsetRefused
 from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.data import recorded_works
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from tests.frontier_support import scan_all_delivered
 from tests.support import pixiv_answering
 
 TEMPLATE = recorded_works()[0]
@@ -86,23 +87,9 @@ def _app_api(works: list[dict[str, Any]], limit: int, asked: list[int]) -> Any:
 
 
 async def _scan(api: Any, sort: str, frontier: bool, *, max_examined: int = 100_000) -> tuple[ScanCheckpoint, set[str]]:
-    """One scan of a target every listed work of which was delivered before (none held:
-    the scan reads on to the end of its results or its cap); the works it examined."""
-    examined: set[str] = set()
-    target = TargetSpec(target_id="t", query=TargetQuery(tags=["x"], sort=sort), filters=TargetFilters(), scan_limit=10)  # type: ignore[arg-type]
-
-    async def known(ids: list[str]) -> dict[str, str]:
-        examined.update(ids)
-        return dict.fromkeys(ids, "duplicate")
-
-    async def on_page(cp: ScanCheckpoint) -> None:
-        return None
-
-    extra: dict[str, Any] = {"frontier": Frontier(sort=sort)} if frontier else {}
-    cp = await scan(
-        pixiv_answering(api), target, scan_limit=10, known=known, on_page=on_page, max_examined=max_examined,
-        settled_before="2100-01-01", **extra,
-    )  # fmt: skip
+    """One scan of a target every listed work of which was delivered before
+    (:func:`tests.frontier_support.scan_all_delivered`); the works it examined."""
+    cp, _, examined = await scan_all_delivered(api, sort, frontier, max_examined=max_examined)
     return cp, examined
 
 

@@ -23,13 +23,11 @@ from typing import Any
 import httpx
 import pytest
 
-from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError
-from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.data import recorded_works
-from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
-from tests.support import pixiv_answering
+from curaflow.sources.pixiv.scan import ScanCheckpoint
+from tests.frontier_support import scan_all_delivered
 
 WORKS = sorted(recorded_works(), key=lambda w: (w["create_date"], w["id"]), reverse=True)
 
@@ -40,32 +38,10 @@ def _next(request: httpx.Request, size: int) -> str:
 
 
 async def _scan(api: Any, sort: str, frontier: bool) -> tuple[ScanCheckpoint, list[int], set[str]]:
-    """One scan (scan_limit 10) of a target every listed work of which was delivered
-    before, the offsets it asked and the works it examined."""
-    asked: list[int] = []
-    examined: set[str] = set()
-
-    def counting(request: httpx.Request) -> httpx.Response:
-        asked.append(int(request.url.params.get("offset") or 0))
-        if len(asked) > 400:  # well past the first window's last offset: no end in sight
-            raise AssertionError(f"the scan asked {len(asked)} pages of the same works")
-        return api(request)  # type: ignore[no-any-return]
-
-    target = TargetSpec(target_id="t", query=TargetQuery(tags=["x"], sort=sort), filters=TargetFilters(), scan_limit=10)  # type: ignore[arg-type]
-
-    async def known(ids: list[str]) -> dict[str, str]:
-        examined.update(ids)
-        return dict.fromkeys(ids, "duplicate")
-
-    async def on_page(cp: ScanCheckpoint) -> None:
-        return None
-
-    extra: dict[str, Any] = {"frontier": Frontier(sort=sort)} if frontier else {}
-    cp = await scan(
-        pixiv_answering(counting), target, scan_limit=10, known=known, on_page=on_page,
-        settled_before="2100-01-01", **extra,
-    )  # fmt: skip
-    return cp, asked, examined
+    """One scan of a target every listed work of which was delivered before
+    (:func:`tests.frontier_support.scan_all_delivered`), failing past 400 pages asked (well past
+    the first window's last offset: no end in sight)."""
+    return await scan_all_delivered(api, sort, frontier, max_asked=400)
 
 
 SORTS = ["date_desc", "date_asc", "popular_desc"]
