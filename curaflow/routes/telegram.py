@@ -89,10 +89,10 @@ any other answer: "chat not found", "message  ``route_refused`` (the route: its 
 thread not found", ``TOPIC_CLOSED``, a        topic, bot, rights or limits, or an answer
 blocked bot, no rights, 401, 403, 404, 413,   curaflow does not know), never retried;
 the words of media given by URL ("wrong type  the work is not used up (held back from
-of the web page content", "failed to get      the route for a while)
-HTTP URL content": curaflow uploads bytes),
-a wording or status never seen before, an
-error of an unknown shape
+of the web page content", "failed to get      the route for a while); its message names
+HTTP URL content": curaflow uploads bytes),   the setting the answer is about
+a wording or status never seen before, an     (:func:`route_hint`: a 401 ``bot_token``, a
+error of an unknown shape                     403 the bot in ``chat_id``'s chat …)
 connect error, connect/write/pool timeout,    retried (the request never reached Telegram)
 a request that never left whole (a reset
 while it was written, RequestNotWhole)
@@ -427,10 +427,57 @@ def classify(
         )
     return RouteError(
         TerminalReason.ROUTE_REFUSED,
-        f"{text}: the route's chat, topic, bot, rights or limits refused the request (or an answer curaflow does "
-        "not know); fix the route (chat_id, message_thread_id, the bot's rights, max_request_bytes)",
+        f"{text}: {route_hint(code, phrase, recognised=recognised)}",
         permanent=True,
         answer=f"{code} {description}",
+    )
+
+
+#: The Bot API's words for a ``message_thread_id`` its chat has no open topic of (TDLib's
+#: "Message thread not found" — a forum topic deleted, or an id of another chat —,
+#: ``TOPIC_CLOSED``, ``TOPIC_DELETED``; whole, lowercased, as :func:`stated_phrase` reads them).
+TOPIC_REFUSALS = frozenset({"message thread not found", "topic_closed", "topic_deleted"})
+#: The Bot API's words for a ``chat_id`` it knows no chat of the bot's by.
+CHAT_NOT_FOUND = "chat not found"
+
+
+def route_hint(code: int, phrase: str, *, recognised: bool = True) -> str:
+    """What a refusal of the route (``route_refused``) tells the operator to fix, by the
+    answer's status ``code`` and the ``phrase`` its description states
+    (:func:`stated_phrase`): the settings the answer is about, and no other — a 401 the
+    Bot API's refusal of the token (revoked, mistyped: ``bot_token``), a 404 a token it
+    knows no bot by or an ``api_url`` that is not the Bot API, a 3xx (never followed) the
+    ``api_url``, a 403 the bot's place in the chat (blocked, kicked, not a member, no
+    right to post), "chat not found" the ``chat_id``, a topic's words the
+    ``message_thread_id``, a 413 the ``max_request_bytes``; another refusal not the Bot
+    API's own (``recognised`` False: a proxy's page, another service's JSON) what stands at
+    ``api_url``; any other answer (one curaflow does not know) the route as a whole. The
+    hint is the message's, never the verdict's (the owner is the route's whatever it
+    says). Until 2026-12-07 every refusal said "fix the route (chat_id, message_thread_id,
+    the bot's rights, max_request_bytes)": a revoked token was told to check everything
+    but the token."""
+    if 300 <= code < 400:
+        return "a redirect (never followed): api_url is not the Bot API's address; fix api_url"
+    if code == 404:
+        return "the Bot API knows no bot by this token, or api_url is not the Bot API; fix bot_token or api_url"
+    if code == 413:
+        return "the request is over what the Bot API server takes; lower max_request_bytes"
+    if not recognised:
+        return "an answer that is not the Bot API's (a proxy, or another service at api_url); fix api_url"
+    if code == 401:
+        return "the Bot API refused the bot's token (revoked or mistyped); fix bot_token"
+    if code == 403:
+        return (
+            "the bot may not post in the chat (blocked, kicked, not a member, or without the right to post); "
+            "add the bot to chat_id's chat with that right, or fix chat_id"
+        )
+    if phrase == CHAT_NOT_FOUND:
+        return "the bot has no chat by this id (a typo, or the bot is not in it); fix chat_id"
+    if phrase in TOPIC_REFUSALS:
+        return "the chat has no open topic by this id (deleted, closed, or of another chat); fix message_thread_id"
+    return (
+        "the route's chat, topic, bot, rights or limits refused the request (or an answer curaflow does not know); "
+        "fix the route (bot_token, chat_id, message_thread_id, the bot's rights, max_request_bytes)"
     )
 
 

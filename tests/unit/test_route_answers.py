@@ -127,6 +127,40 @@ async def test_an_unknown_or_destination_telegram_refusal_is_the_routes(
     assert description.split(": ", 1)[-1] in str(err)  # the operator reads what Telegram said
 
 
+#: A refusal of the route's own configuration (the Bot API's wire format, or what stands in
+#: front of it), and the settings its message may name: the ones the answer is about.
+TELEGRAM_MISCONFIGURED: dict[str, tuple[Answer, set[str]]] = {
+    "token-revoked": (tg_answer(401, "Unauthorized"), {"bot_token"}),
+    "token-unknown": (tg_answer(404, "Not Found"), {"bot_token", "api_url"}),
+    "proxy-404": (lambda _r: httpx.Response(404, text="<html>Not Found</html>"), {"bot_token", "api_url"}),
+    "redirect": (lambda _r: httpx.Response(302, headers={"location": "https://elsewhere.test/"}), {"api_url"}),
+    "proxy-403": (lambda _r: httpx.Response(403, text="<html>Forbidden</html>"), {"api_url"}),
+    "blocked": (tg_answer(403, "Forbidden: bot was blocked by the user"), {"chat_id"}),
+    "kicked": (tg_answer(403, "Forbidden: bot was kicked from the supergroup chat"), {"chat_id"}),
+    "chat-not-found": (tg_answer(400, "Bad Request: chat not found"), {"chat_id"}),
+    "topic-deleted": (tg_answer(400, "Bad Request: message thread not found"), {"message_thread_id"}),
+    "topic-closed": (tg_answer(400, "Bad Request: TOPIC_CLOSED"), {"message_thread_id"}),
+    "request-too-large": (tg_answer(413, "Request Entity Too Large"), {"max_request_bytes"}),
+}
+SETTINGS = ("bot_token", "api_url", "chat_id", "message_thread_id", "max_request_bytes")
+
+
+@pytest.mark.parametrize("case", list(TELEGRAM_MISCONFIGURED))
+async def test_a_telegram_refusal_of_the_routes_configuration_names_the_setting_to_fix(
+    tmp_path: Path, case: str
+) -> None:
+    # The route's own misconfiguration is the route's, and its message — the cell's error,
+    # what the operator reads when the route pauses — names the settings the answer is
+    # about, and no other. Until 2026-12-07 every refusal said "fix the route (chat_id,
+    # message_thread_id, the bot's rights, max_request_bytes)": a revoked token (401) or a
+    # token the Bot API knows no bot by (404) was told to check everything but the token.
+    answer, settings = TELEGRAM_MISCONFIGURED[case]
+    err = await failure(telegram, answer, tmp_path)
+    assert is_the_routes(err), (err.reason, str(err))
+    named = {setting for setting in SETTINGS if setting in str(err)}
+    assert named and named <= settings, (case, str(err))
+
+
 async def test_any_new_telegram_wording_is_the_routes(tmp_path: Path) -> None:
     rng = random.Random(32)
     for _ in range(20):
