@@ -2,7 +2,7 @@
 counted in order, the ``n``-th raising ``OSError(errno)`` as the kernel answers it.
 
 Wrapped (while :meth:`FaultyDisk.armed`): ``os.open`` / ``read`` / ``write`` / ``close`` /
-``fsync`` / ``fstat`` / ``stat`` / ``lstat`` / ``replace`` / ``rename`` / ``mkdir`` /
+``fsync`` / ``fstat`` / ``stat`` / ``lstat`` / ``replace`` / ``rename`` / ``link`` / ``mkdir`` /
 ``rmdir`` / ``unlink`` / ``scandir`` / ``fchmod``, ``fcntl.flock``, ``mmap.mmap`` and
 ``open`` (``builtins`` and ``io``: ``pathlib``, ``os.fdopen``, ``tempfile`` and Pillow come
 through them), and the methods of every file object ``open`` returns (``read``,
@@ -80,6 +80,7 @@ _OS_CALLS = (
     "lstat",
     "replace",
     "rename",
+    "link",
     "mkdir",
     "rmdir",
     "unlink",

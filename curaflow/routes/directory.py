@@ -13,7 +13,9 @@ Each file is written to a temporary name in the same directory, given the route'
 mode (``file_mode``, else what the process's umask gives a new file — the temporary file
 itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
-never sees a partial file and a crash leaves no half-delivered manifest. The work's
+never sees a partial file and a crash leaves no half-delivered manifest; the manifest
+takes its name by a hard link, never over one another delivery wrote after this one
+looked for it (:func:`_publish`; a disk that makes no hard links has it renamed). The work's
 folder and the route's directory are synced after the manifest's rename, before the
 delivery is reported (:func:`sync_folder`): a crash or a power cut after the report no
 longer takes the renamed manifest back out of the directory (a manifest found — a
@@ -165,7 +167,44 @@ def _set_mode(fd: int, mode: int | None, asked: bool) -> None:
             raise
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True) -> None:
+#: Answers of a ``link`` from a disk that makes no hard links (FAT, exFAT: ``EPERM``; some
+#: network shares and FUSE file systems): a file is published there by a rename, which
+#: replaces a name taken meanwhile (:func:`_publish`).
+_NO_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
+class NameTaken(Exception):
+    """:func:`atomic_write_bytes` kept the file already at its name (``replace`` False):
+    nothing was written; the ``FileExistsError`` is the cause."""
+
+
+def _publish(tmp: str, path: Path) -> None:
+    """Give the written temporary file ``tmp`` its name ``path`` unless that name is taken
+    (a hard link, then the temporary name removed): the name is never replaced.
+
+    A disk that makes no hard links (:data:`_NO_LINKS`) has the file renamed into place,
+    as every file was until 2026-12-07 — what it takes there meanwhile is replaced.
+
+    Raises:
+        NameTaken: ``path`` is taken (the temporary file is left to the caller).
+        OSError: the disk refused otherwise.
+    """
+    try:
+        os.link(tmp, path)
+    except FileExistsError as err:
+        raise NameTaken(str(path)) from err
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        os.replace(tmp, path)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+
+
+def atomic_write_bytes(
+    path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True, replace: bool = True
+) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename.
 
     Args:
@@ -173,6 +212,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode
         mode_asked: the mode was asked for (the route's ``file_mode``); else a disk that
             keeps no permissions gives its own (:func:`_set_mode`). None ``mode`` is never
             asked for.
+        replace: False → a file already at ``path`` is kept (:func:`_publish`).
+
+    Raises:
+        NameTaken: ``replace`` is False and ``path`` is taken (nothing written).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -182,7 +225,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode
             _set_mode(fh.fileno(), mode, mode_asked and mode is not None)
             fh.flush()
             sync_file(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -578,21 +624,27 @@ class DirectoryRoute:
                 permanent=True,
             )
         if self._manifest_present(manifest_path):
-            existing = self._manifest(manifest_path)
-            replayed = existing.get("idempotency_key") == request.idempotency_key
-            if not replayed and not written_for(existing, request.work.work_id):
-                raise _unreadable_manifest(
-                    "no manifest curaflow wrote for this work (no delivery's key, or another work's)"
-                )
-            # What the directory has is on its disk before it is reported: a manifest
-            # renamed by an attempt that died (or met EIO) before syncing it.
-            self._sync_names(folder)
-            if replayed:
-                return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
-            return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
+            return self._found(request, folder, manifest_path)
         folder.mkdir(parents=True, exist_ok=True)
         with _writing(folder, {dest.name for _, dest in targets} | {manifest_path.name}):
             return self._write_work(request, folder, targets, manifest_path)
+
+    def _found(self, request: DeliveryRequest, folder: Path, manifest_path: Path) -> DeliveryReceipt:
+        """What a manifest found at the work's name says of this delivery: this one's
+        (``replayed``), another delivery's of the work (a duplicate), else the route's
+        (:func:`_unreadable_manifest`) — synced before it is reported."""
+        existing = self._manifest(manifest_path)
+        replayed = existing.get("idempotency_key") == request.idempotency_key
+        if not replayed and not written_for(existing, request.work.work_id):
+            raise _unreadable_manifest(
+                "no manifest curaflow wrote for this work (no delivery's key, or another work's)"
+            )
+        # What the directory has is on its disk before it is reported: a manifest
+        # renamed by an attempt that died (or met EIO) before syncing it.
+        self._sync_names(folder)
+        if replayed:
+            return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
+        return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
 
     def _write_work(
         self, request: DeliveryRequest, folder: Path, targets: list[tuple[Path, Path]], manifest_path: Path
@@ -637,12 +689,21 @@ class DirectoryRoute:
             },
             "files": files,
         }
-        atomic_write_bytes(
-            manifest_path,
-            json.dumps(manifest, ensure_ascii=False, indent=2).encode(),
-            self.file_mode,
-            mode_asked=self._mode_asked,
-        )
+        try:
+            atomic_write_bytes(
+                manifest_path,
+                json.dumps(manifest, ensure_ascii=False, indent=2).encode(),
+                self.file_mode,
+                mode_asked=self._mode_asked,
+                replace=False,
+            )
+        except NameTaken:
+            # Another delivery's manifest took the name after this one looked for it
+            # (:meth:`_found` says what it is). Until 2026-12-07 the rename replaced it —
+            # a second route on the same path, a work whose folder a case-insensitive disk
+            # holds for another's — and both reported the work written, the directory
+            # keeping one of the two manifests.
+            return self._found(request, folder, manifest_path)
         self._sync_names(folder)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
 

@@ -34,16 +34,23 @@ from tests.unit.test_unknown_is_cheap_at_routes import dir_failure, dir_request
 
 
 class Disk:
-    """Records ``os.replace`` and ``os.fsync`` in order; a folder's sync may be made to fail."""
+    """Records ``os.replace`` (``os.link``: the manifest's) and ``os.fsync`` in order; a
+    folder's sync may be made to fail."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, Any]] = []
         self.fail_folder_sync: int | None = None  # an errno, raised by the next sync of a folder
         self.fail_file_sync: int | None = None  # an errno, raised by every sync of a regular file
-        real_replace, real_fsync = os.replace, os.fsync
+        real_replace, real_link, real_fsync = os.replace, os.link, os.fsync
 
         def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
             real_replace(src, dst, *args, **kwargs)
+            self.events.append(("replace", Path(dst).name))
+
+        def link(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            # The manifest is published by a link (never over another's): its name's
+            # change, as a rename is.
+            real_link(src, dst, *args, **kwargs)
             self.events.append(("replace", Path(dst).name))
 
         def fsync(fd: Any) -> None:
@@ -57,6 +64,7 @@ class Disk:
             self.events.append(("fsync", info.st_ino))
 
         monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(os, "link", link)
         monkeypatch.setattr(os, "fsync", fsync)
 
     def synced_after(self, folder: Path, renamed: str) -> bool:
