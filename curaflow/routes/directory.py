@@ -82,7 +82,8 @@ class DirectoryRouteConfig(RouteSettings):
     Attributes:
         path: the directory; ``~`` expanded and a relative path resolved against the
             current directory when the settings load, so every process of one stack
-            writes to the same place.
+            writes to the same place (a symbolic link is followed then: re-pointed, it
+            takes effect at a process's next start).
         file_mode: permission bits of the delivered files and manifests, in octal
             (``"0640"``); None → what the process's umask gives a new file (``0644``
             under the usual ``022``), as ``cp`` would.
