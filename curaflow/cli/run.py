@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+from temporalio.client import Client, RPCTimeoutOrCancelledError
+from temporalio.service import RPCError
 
 from curaflow.cli.common import (
     ConfigOption,
@@ -52,6 +56,13 @@ from curaflow.protocol.projection import project_job
 from curaflow.protocol.task import validate_task
 
 POLL_S = 0.2
+#: The fewest seconds between two questions to Temporal about the job's steps
+#: (:func:`retrying_steps`): at most one per refresh of the table, and not one every
+#: :data:`POLL_S` — a step's retry waits a second or more.
+RETRY_ASK_S = 1.0
+#: The longest wait, in seconds, for Temporal's answer about the job's steps: a
+#: Temporal slow to answer delays the table's next refresh by at most this much.
+RETRY_ASK_TIMEOUT_S = 2.0
 
 
 @contextmanager
@@ -69,10 +80,51 @@ def live_progress(console: Console, *, transient: bool) -> Iterator[Live]:
         console.line()
 
 
-def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
+def retrying_steps(description: DescribeWorkflowExecutionResponse) -> list[str]:
+    """One line per step of the job that failed an attempt and is being retried, from
+    Temporal's description of the job's workflow (``pending_activities``): ``retrying
+    <step> (attempt <n>): <reason>: <message>`` — the step's activity name, the attempt
+    Temporal runs or waits to run (``attempt``, 1 for the first), and the last failure as
+    the activity reported it (``last_failure``: an ``ApplicationError``'s type, the reason
+    code of :mod:`activities.errors`, then its message; a timeout's message alone). No
+    line for a step on its first attempt or without a failure.
+
+    Each line is one line (a message's line breaks and runs of blanks are one space) and
+    plain text: the console that prints it masks the secrets the process holds and reads
+    no markup (:func:`~curaflow.observability.console.text_console`). Until 2026-12-07 a
+    job whose source could not be reached sat at ``queued (searching)`` with an empty
+    reason column, the failure in the worker's log only (a newcomer's finding).
+    """
+    lines: list[str] = []
+    for pending in description.pending_activities:
+        if pending.attempt < 2 or not pending.HasField("last_failure"):
+            continue
+        failure = pending.last_failure
+        reason = failure.application_failure_info.type if failure.HasField("application_failure_info") else ""
+        message = " ".join(failure.message.split()) or "no message"
+        step = pending.activity_type.name or pending.activity_id
+        lines.append(f"retrying {step} (attempt {pending.attempt}): " + (f"{reason}: {message}" if reason else message))
+    return lines
+
+
+async def ask_retrying_steps(client: Client, job_id: str) -> list[str] | None:
+    """:func:`retrying_steps` of the job's workflow (its id is the job's), or None when
+    Temporal did not answer within :data:`RETRY_ASK_TIMEOUT_S` or refused (no execution
+    yet, an outage): the table then shows what it showed before, and the run goes on."""
+    try:
+        described = await client.get_workflow_handle(job_id).describe(
+            rpc_timeout=timedelta(seconds=RETRY_ASK_TIMEOUT_S)
+        )
+    except (RPCError, RPCTimeoutOrCancelledError):
+        return None
+    return retrying_steps(described.raw_description)
+
+
+def progress_table(record: JobRecord, job: dict[str, Any], retrying: list[str] | None = None) -> Group:
     """The job's id on a line of its own (whole, never wrapped into the table's title),
     then a rich table of its cells (target, state, stage, work, reason) titled with its
-    status and stage. Every value is text, never markup."""
+    status and stage, then ``retrying``'s lines (:func:`retrying_steps`: a step failing
+    and retried, why), each whole. Every value is text, never markup."""
     table = operator_table(
         "target",
         "state",
@@ -86,7 +138,8 @@ def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
         table.add_row(
             *(Text(v) for v in (cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or ""))
         )
-    return Group(Text(f"job {record.job_id}", overflow="fold"), table)
+    below = [Text(line, style="yellow", overflow="fold") for line in retrying or ()]
+    return Group(Text(f"job {record.job_id}", overflow="fold"), table, *below)
 
 
 def print_refusal(err: ProtocolError) -> None:
@@ -237,13 +290,21 @@ async def run_job(
             return 2
         deadline = time.monotonic() + timeout_s
         record: JobRecord | None = None
+        retrying: list[str] = []
+        asked_at = -RETRY_ASK_S
         with live_progress(err_console, transient=as_json) as live:
             while True:
                 async with svc.pool.acquire() as conn:
                     record = await load_job(conn, admission.job_id)
                 assert record is not None
                 job = project_job(record)
-                live.update(progress_table(record, job))
+                if record.completed_at is not None:
+                    retrying = []
+                elif time.monotonic() - asked_at >= RETRY_ASK_S:  # at most once per refresh
+                    asked_at = time.monotonic()
+                    answer = await ask_retrying_steps(svc.client, admission.job_id)
+                    retrying = retrying if answer is None else answer
+                live.update(progress_table(record, job, retrying))
                 if record.completed_at is not None or time.monotonic() > deadline:
                     break
                 if svc.stack is not None and not any(w.alive() for w in svc.stack.workers):
