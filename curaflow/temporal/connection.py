@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
@@ -233,13 +234,67 @@ class SecretsMaskedFailureConverter(DefaultFailureConverter):
     """
 
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
-        """See Temporal's :meth:`DefaultFailureConverter.to_failure`; then masks the secrets."""
+        """See Temporal's :meth:`DefaultFailureConverter.to_failure`; then masks the secrets,
+        and fits an expected failure into :data:`FAILURE_BYTES` (:func:`fit_failure`)."""
         super().to_failure(exception, payload_converter, failure)
         each: Failure | None = failure
         while each is not None and each.ByteSize():
             each.message = redacted(each.message)
             each.stack_trace = redacted(each.stack_trace)
             each = each.cause if each.HasField("cause") else None
+        if isinstance(exception, ApplicationError):
+            fit_failure(failure)
+
+
+#: The most an expected failure (an ``ApplicationError``) takes once encoded, bytes: Temporal
+#: keeps a retrying activity's last failure — what its UI and ``describe`` show of the
+#: attempt, and `curaflow run`'s retry line — only up to
+#: ``limit.mutableStateActivityFailureSizeLimitError`` (4 KiB by default, a warning past
+#: 2 KiB), and shows a larger one as "Failure exceeds size limit.". A search that could not
+#: reach Pixiv encoded 4.8 KB with its causes' stack traces (httpx's, httpcore's, the
+#: socket's) until 2026-12-07 (``tests/unit/test_failure_size.py``).
+FAILURE_BYTES = 2048
+
+#: The longest message of a failure or of one of its causes once :func:`fit_failure` cuts
+#: (characters; a cut one ends with "…").
+FAILURE_MESSAGE_CHARS = 1000
+
+#: What stands for the stack traces :func:`fit_failure` left out.
+TRACE_LEFT_OUT = "(stack traces left out to fit Temporal's failure size limit; the worker's log has them)"
+
+
+def fit_failure(failure: Failure) -> None:
+    """Fit an encoded failure into :data:`FAILURE_BYTES`, in place, leaving out first what
+    an operator needs least: its causes' stack traces, then each message past
+    :data:`FAILURE_MESSAGE_CHARS`, then its own stack trace, then its causes from the
+    deepest. Its type, retry flags, delay and details (what the workflow reads) are never
+    touched. A failure that fits is left as it is.
+
+    Owner of the size of what curaflow hands Temporal as a failure (2026-12-07); only
+    expected failures come here (:class:`SecretsMaskedFailureConverter`): a bug's trace is
+    what finds it, and its last attempt's event in the history keeps it whole.
+    """
+    chain: list[Failure] = []
+    each: Failure | None = failure
+    while each is not None:
+        chain.append(each)
+        each = each.cause if each.HasField("cause") else None
+    if failure.ByteSize() <= FAILURE_BYTES:
+        return
+    for cause in chain[1:]:
+        cause.stack_trace = ""
+    failure.stack_trace = f"{failure.stack_trace.rstrip()}\n{TRACE_LEFT_OUT}" if failure.stack_trace else TRACE_LEFT_OUT
+    for one in chain:
+        if failure.ByteSize() <= FAILURE_BYTES:
+            return
+        if len(one.message) > FAILURE_MESSAGE_CHARS:
+            one.message = one.message[:FAILURE_MESSAGE_CHARS] + "…"
+    if failure.ByteSize() > FAILURE_BYTES:
+        failure.stack_trace = TRACE_LEFT_OUT
+    for parent in reversed(chain[:-1]):
+        if failure.ByteSize() <= FAILURE_BYTES:
+            return
+        parent.ClearField("cause")
 
 
 #: The data converter of every curaflow client and worker: pydantic (DESIGN.md decision
