@@ -286,6 +286,18 @@ def candidate_search_task(
     )
 
 
+def shown_url(url: str) -> str:
+    """``url`` as an error may say it: without its user information (a user and a password
+    a proxy's HTTP Basic asks for), which the exception a caller logs must never carry
+    (2026-12-07: ``cannot reach http://user:password@…``, ``tests/unit/test_client_url_unsaid.py``).
+    A text httpx cannot read as a URL is named "the API's URL"."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "the API's URL"
+    return str(parsed.copy_with(userinfo=b"")) if parsed.userinfo else url
+
+
 class CuraflowClient:
     """Async client of one curaflow API.
 
@@ -352,7 +364,7 @@ class CuraflowClient:
                 timeout=timeout_s or self.timeout_s,
             )
         except httpx.HTTPError as err:
-            raise ApiUnreachable(f"cannot reach {self.base_url}: {type(err).__name__}: {err}") from err
+            raise ApiUnreachable(f"cannot reach {shown_url(self.base_url)}: {type(err).__name__}: {err}") from err
         if response.status_code < 400:
             return response
         try:
