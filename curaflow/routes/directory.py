@@ -15,14 +15,18 @@ itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
 never sees a partial file and a crash leaves no half-delivered manifest; the manifest
 takes its name by a hard link, never over one another delivery wrote after this one
-looked for it (:func:`_publish`; a disk that makes no hard links has it renamed). The work's
+looked for it (:func:`_publish`; a disk that makes no hard links has it renamed once a
+look found the name free), and so does every page: a page's name already holding the
+very bytes is kept, one holding anything else — a file of the directory's owner, another
+delivery's — is never replaced (``route_refused``, naming the path: :func:`atomic_copy`). The work's
 folder and the route's directory are synced after the manifest's rename, before the
 delivery is reported (:func:`sync_folder`): a crash or a power cut after the report no
 longer takes the renamed manifest back out of the directory (a manifest found — a
 replay, a duplicate — is synced alike before it is reported; an ``EIO`` there is one
 retried attempt, never a delivery). A delivery holds the work's folder while it writes
 it, and first removes the temporary files an attempt killed mid-write left there
-(:func:`_writing`). A manifest that
+(:func:`_writing`; a delivery that finds the work's manifest, alike:
+:func:`remove_leftovers_if_alone`). A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
 read whole as a JSON object that curaflow wrote for this work (:func:`written_for`) decides
@@ -181,10 +185,13 @@ class NameTaken(Exception):
 
 def _publish(tmp: str, path: Path) -> None:
     """Give the written temporary file ``tmp`` its name ``path`` unless that name is taken
-    (a hard link, then the temporary name removed): the name is never replaced.
+    (a hard link, then the temporary name removed): the name is never replaced. A process
+    killed between the two leaves the temporary name, a second link of the file: the
+    work's next delivery removes it (:func:`_remove_leftovers`).
 
-    A disk that makes no hard links (:data:`_NO_LINKS`) has the file renamed into place,
-    as every file was until 2026-12-07 — what it takes there meanwhile is replaced.
+    A disk that makes no hard links (:data:`_NO_LINKS`) has the file renamed into place
+    once a look found the name free (2026-12-07; until then renamed over whatever held
+    it) — only what takes the name between the look and the rename is replaced there.
 
     Raises:
         NameTaken: ``path`` is taken (the temporary file is left to the caller).
@@ -197,10 +204,43 @@ def _publish(tmp: str, path: Path) -> None:
     except OSError as err:
         if err.errno not in _NO_LINKS:
             raise
-        os.replace(tmp, path)
-        return
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            os.replace(tmp, path)
+            return
+        raise NameTaken(str(path)) from FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
+
+
+#: Errors opening a name without following a symbolic link that say it is one (Linux's
+#: ``ELOOP``, the BSDs' ``EMLINK``) or a socket (``ENXIO``): no regular file.
+_NOT_A_FILE = frozenset({errno.ELOOP, errno.EMLINK, errno.ENXIO})
+
+
+def _same_bytes(tmp: str, path: Path) -> bool:
+    """Whether ``path`` is a regular file — its own, not one a symbolic link leads to —
+    holding exactly the bytes of the written temporary file ``tmp`` (blocking; read in
+    chunks of one MiB, stopped at the first difference).
+
+    Raises:
+        OSError: opening or reading either failed (:func:`os_failure` says whose).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as err:
+        if err.errno in _NOT_A_FILE:
+            return False
+        raise
+    with os.fdopen(fd, "rb") as theirs, open(tmp, "rb") as mine:
+        info = os.fstat(theirs.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size != os.fstat(mine.fileno()).st_size:
+            return False
+        while chunk := mine.read(1 << 20):
+            if theirs.read(len(chunk)) != chunk:
+                return False
+        return not theirs.read(1)
 
 
 def atomic_write_bytes(
@@ -284,7 +324,13 @@ class SourceUnreadable(Exception):
 
 
 def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: bool = True) -> None:
-    """Copy ``src`` to ``dest`` via a temp file, fsync and rename.
+    """Copy ``src`` to ``dest`` via a temp file, fsync and a name never given over another
+    file (:func:`_publish`).
+
+    A regular file already at ``dest`` holding the very bytes (:func:`_same_bytes`: a
+    killed attempt's page, another delivery's of the same artifact) is kept as it is —
+    nothing of it is lost — and the copy dropped. Until 2026-12-07 the copy was renamed
+    over whatever ``dest`` held: a file of the directory's owner, another delivery's.
 
     Args:
         mode: permission bits of the copy; None → :func:`new_file_mode`.
@@ -292,7 +338,8 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
 
     Raises:
         SourceUnreadable: opening or reading ``src`` failed (nothing is left at ``dest``).
-        OSError: the destination's disk refused (its directory, the temp file, the rename).
+        NameTaken: ``dest`` holds other bytes, or no regular file (left as it is).
+        OSError: the destination's disk refused (its directory, the temp file, the link).
     """
     try:
         inp = open(src, "rb")  # noqa: SIM115 - closed below; opened first: its error is the source's
@@ -314,7 +361,12 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
                 _set_mode(out.fileno(), mode, mode_asked and mode is not None)
                 out.flush()
                 sync_file(out.fileno())
-            os.replace(tmp, dest)
+            try:
+                _publish(tmp, dest)
+            except NameTaken:
+                if not _same_bytes(tmp, dest):
+                    raise
+                os.unlink(tmp)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -480,7 +532,7 @@ def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
 def _remove_leftovers(folder: Path, names: set[str]) -> None:
     """Remove the temporary files an earlier attempt left in the work's ``folder`` (blocking;
     best effort: an error here is left to the writes that follow). Call it only holding
-    the folder alone (:func:`_writing`).
+    the folder alone (:func:`_alone_removing_leftovers`).
 
     Only the names :func:`atomic_copy` and :func:`atomic_write_bytes` give them
     (:data:`_LEFTOVER`) of the files this delivery writes (``names``): a file the
@@ -532,6 +584,33 @@ def _lock_shared(fd: int) -> None:
             return  # no locks here
 
 
+def _alone_removing_leftovers(fd: int, folder: Path, names: set[str]) -> None:
+    """Remove the leftovers of the work's ``folder`` (open as ``fd``) if no one else holds
+    it: its exclusive ``flock`` taken without waiting (blocking only while it removes);
+    another delivery writing it (``EWOULDBLOCK``), or a disk without locks, removes none."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another delivery is writing it (EWOULDBLOCK), or no locks here
+    _remove_leftovers(folder, names)
+
+
+def remove_leftovers_if_alone(folder: Path, names: set[str]) -> None:
+    """:func:`_alone_removing_leftovers` of the work's ``folder`` for a delivery that
+    writes nothing (a manifest found), the lock let go at once; a folder this process
+    cannot open is left as it is. Until 2026-12-07 a delivery that found the manifest
+    removed nothing: a process killed between the manifest's link and its temporary
+    name's removal (:func:`_publish`) left that name in the directory for good."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        _alone_removing_leftovers(fd, folder, names)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def _writing(folder: Path, names: set[str]) -> Iterator[None]:
     """Hold the work's ``folder`` while a delivery writes it (blocking), after removing the
@@ -554,12 +633,7 @@ def _writing(folder: Path, names: set[str]) -> Iterator[None]:
         yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            pass  # another delivery is writing it (EWOULDBLOCK), or no locks here
-        else:
-            _remove_leftovers(folder, names)
+        _alone_removing_leftovers(fd, folder, names)
         _lock_shared(fd)  # another's cleanup waits no more than its own removal
         yield
     finally:
@@ -577,6 +651,20 @@ def written_for(manifest: dict[str, Any], work_id: str) -> bool:
     on the route, nothing written."""
     key, work = manifest.get("idempotency_key"), manifest.get("work")
     return isinstance(key, str) and bool(key) and isinstance(work, dict) and work.get("work_id") == work_id
+
+
+def _page_name_taken(dest: Path) -> RouteError:
+    """The route's refusal of a page whose name ``dest`` holds a file of other bytes, or no
+    regular file (:func:`atomic_copy`): curaflow never replaces what it did not write —
+    the directory's owner's file, another delivery's other bytes (2026-12-07: renamed over
+    it). The work is held back, never refused: it is delivered once the name is free."""
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"directory: {dest} holds a file curaflow did not write for this page (other bytes, or no regular "
+        "file); a delivery never replaces it: move it away, or delete it if it is not wanted",
+        permanent=True,
+        answer="directory page name taken",
+    )
 
 
 def _unreadable_manifest(what: str) -> RouteError:
@@ -624,10 +712,14 @@ class DirectoryRoute:
                 f"directory: not written by curaflow: {too_long}",
                 permanent=True,
             )
+        names = {dest.name for _, dest in targets} | {manifest_path.name}
         if self._manifest_present(manifest_path):
-            return self._found(request, folder, manifest_path)
+            receipt = self._found(request, folder, manifest_path)
+            # The work's, found: what an attempt killed after its manifest's link left.
+            remove_leftovers_if_alone(folder, names)
+            return receipt
         folder.mkdir(parents=True, exist_ok=True)
-        with _writing(folder, {dest.name for _, dest in targets} | {manifest_path.name}):
+        with _writing(folder, names):
             return self._write_work(request, folder, targets, manifest_path)
 
     def _found(self, request: DeliveryRequest, folder: Path, manifest_path: Path) -> DeliveryReceipt:
@@ -659,6 +751,8 @@ class DirectoryRoute:
                 cause = err.__cause__
                 assert isinstance(cause, OSError)
                 raise page_unreadable(f, cause) from cause
+            except NameTaken as err:
+                raise _page_name_taken(dest) from err
             entry: dict[str, Any] = {
                 "name": dest.name,
                 "page": f.page,

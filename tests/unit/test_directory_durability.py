@@ -347,18 +347,23 @@ async def test_the_works_folder_moved_away_mid_write_is_retried_not_the_routes(
     # A consumer that takes each file as it lands moves the work's folder away while the
     # route writes it: the rename meets ENOENT. Nothing is wrong with the route's directory
     # (the next attempt makes the folder again): one retried attempt, never route_refused
-    # counted in the streak that pauses the route.
+    # counted in the streak that pauses the route. (A page takes its name by a link since
+    # 2026-12-07, a rename where the disk makes no links.)
     request = dir_request(tmp_path)
     folder = tmp_path / "out" / "4242"
-    real_replace = os.replace
+    real_replace, real_link = os.replace, os.link
     moved: list[Path] = []
 
-    def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-        if not moved:
-            moved.append(folder.rename(tmp_path / "taken"))
-        real_replace(src, dst, *args, **kwargs)
+    def moving(real: Any) -> Any:
+        def call(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            if not moved:
+                moved.append(folder.rename(tmp_path / "taken"))
+            real(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(os, "replace", replace)
+        return call
+
+    monkeypatch.setattr(os, "replace", moving(real_replace))
+    monkeypatch.setattr(os, "link", moving(real_link))
     with pytest.raises(RouteError) as caught:
         await _guarded(DirectoryRoute("out", tmp_path / "out"), request)
     err = caught.value

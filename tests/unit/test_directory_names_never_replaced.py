@@ -107,3 +107,158 @@ async def test_a_link_the_disk_refuses_otherwise_is_the_routes(tmp_path: Path, m
     assert caught.value.reason == TerminalReason.ROUTE_REFUSED and "ENOSPC" in str(caught.value)
     assert not (tmp_path / "out" / "4242" / "manifest.json").exists()
     assert [p.name for p in (tmp_path / "out" / "4242").iterdir() if p.name.startswith(".")] == []
+
+
+# ---- a page's name: never over a file another wrote (2026-12-07) ------------------------------
+
+
+def page_path(tmp_path: Path, request: Any) -> Path:
+    return tmp_path / "out" / request.work.work_id / Path(request.artifact.files[0].path).name
+
+
+def temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FAT and exFAT answer EPERM to a link: names are given by a rename there.
+    def link(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "link", link)
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["links", "no-links"])
+async def test_a_file_at_a_pages_name_that_curaflow_did_not_write_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    # A user's file (or another delivery's other bytes) where the page goes: until
+    # 2026-12-07 the page was renamed over it, destroying it. Now the route refuses
+    # (held back, never the work refused), naming the path.
+    if not links:
+        no_links(monkeypatch)
+    request = dir_request(tmp_path)
+    theirs = page_path(tmp_path, request)
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"the directory owner's own file")
+    with pytest.raises(RouteError) as caught:
+        await _guarded(DirectoryRoute("out", tmp_path / "out"), request)
+    assert theirs.read_bytes() == b"the directory owner's own file", "a file curaflow did not write was replaced"
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED and caught.value.answer is not None
+    assert str(theirs) in str(caught.value), "the refusal names the path"
+    assert not (theirs.parent / "manifest.json").exists()
+    assert temporaries(theirs.parent) == []
+
+
+async def test_a_link_at_a_pages_name_is_never_followed_nor_replaced(tmp_path: Path) -> None:
+    # A symbolic link at the page's name, to a file of the very bytes: not a page curaflow
+    # wrote (what it leads to may change) — refused, the link and its file kept. (One
+    # leading out of the work's folder is refused before: paths.inside.)
+    request = dir_request(tmp_path)
+    name = page_path(tmp_path, request)
+    name.parent.mkdir(parents=True)
+    elsewhere = name.parent / "a copy.jpg"
+    elsewhere.write_bytes(Path(request.artifact.files[0].path).read_bytes())
+    name.symlink_to(elsewhere)
+    with pytest.raises(RouteError) as caught:
+        await _guarded(DirectoryRoute("out", tmp_path / "out"), request)
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED
+    assert name.is_symlink() and name.resolve() == elsewhere
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["links", "no-links"])
+async def test_a_page_already_there_with_the_very_bytes_is_kept_not_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    # A killed attempt's page (or another delivery's of the same artifact): the same bytes
+    # at the name — keeping it destroys nothing, and the work is delivered.
+    if not links:
+        no_links(monkeypatch)
+    request = dir_request(tmp_path)
+    there = page_path(tmp_path, request)
+    there.parent.mkdir(parents=True)
+    there.write_bytes(Path(request.artifact.files[0].path).read_bytes())
+    before = there.stat().st_ino
+    assert (await DirectoryRoute("out", tmp_path / "out").deliver(request)).remote_status == "written"
+    assert there.stat().st_ino == before, "the file at the page's name was kept, not replaced"
+    assert json.loads((there.parent / "manifest.json").read_text())["files"][0]["name"] == there.name
+    assert temporaries(there.parent) == []
+
+
+# ---- a kill between a name's link and its temporary name's removal ----------------------------
+
+
+class Killed(BaseException):
+    """The process killed at this instant: nothing of it runs further (SIGKILL)."""
+
+
+def killed_at_unlink(monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
+    """The process dies as it removes its temporary file named ``prefix``… (after the link
+    gave the file its name): that removal, and every later one of the attempt, never runs."""
+    real = os.unlink
+    dead = [False]
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        if dead[0] or Path(path).name.startswith(prefix):
+            dead[0] = True
+            raise Killed(str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+
+
+async def test_a_kill_between_the_manifests_link_and_its_temporarys_removal_leaves_nothing_after_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Until 2026-12-07 the next attempt found the manifest and returned: the temporary
+    # name (a second link of the manifest) stayed in the route's directory for good.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    with monkeypatch.context() as m:
+        killed_at_unlink(m, ".manifest.json.")
+        with pytest.raises(Killed):
+            await DirectoryRoute("out", tmp_path / "out").deliver(request)
+    assert len(temporaries(folder)) == 1 and (folder / "manifest.json").exists()
+    assert (await DirectoryRoute("out", tmp_path / "out").deliver(request)).remote_status == "replayed"
+    assert temporaries(folder) == []
+    assert json.loads((folder / "manifest.json").read_text())["idempotency_key"] == request.idempotency_key
+
+
+async def test_kills_at_every_step_of_retries_leave_no_temporary_files_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each attempt killed after a page's link (its temporary name left), then one killed
+    # after the manifest's: the leftovers never add up, and the last attempt leaves none.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    page = Path(request.artifact.files[0].path).name
+    for prefix in (f".{page}.", f".{page}.", ".manifest.json."):
+        with monkeypatch.context() as m:
+            killed_at_unlink(m, prefix)
+            with pytest.raises(Killed):
+                await DirectoryRoute("out", tmp_path / "out").deliver(request)
+        assert len(temporaries(folder)) == 1, "one attempt's leftover at most"
+    assert (await DirectoryRoute("out", tmp_path / "out").deliver(request)).remote_status == "replayed"
+    assert temporaries(folder) == []
+    assert sorted(p.name for p in folder.iterdir()) == [page, "manifest.json"]
+
+
+async def test_a_replay_never_removes_the_temporary_file_of_a_live_writer(tmp_path: Path) -> None:
+    # A second route on the same path writing the work's folder now (its shared lock
+    # held): a replay that finds the manifest leaves its temporary file alone.
+    import fcntl
+    import tempfile
+
+    request = dir_request(tmp_path)
+    route = DirectoryRoute("out", tmp_path / "out")
+    assert (await route.deliver(request)).remote_status == "written"
+    folder = tmp_path / "out" / "4242"
+    writer = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(writer, fcntl.LOCK_SH)
+        fd, tmp = tempfile.mkstemp(prefix=".manifest.json.", suffix=".tmp", dir=folder)
+        os.close(fd)
+        assert (await route.deliver(request)).remote_status == "replayed"
+        assert Path(tmp).exists()
+    finally:
+        os.close(writer)
