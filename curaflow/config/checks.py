@@ -338,6 +338,23 @@ def refuse_example_secrets(secrets: Iterable[tuple[Loc, str, str]], urls: Iterab
         )
 
 
+def case_twins(ids: list[str]) -> list[str]:
+    """The distinct ``ids`` that another, different id equals but for letter case (sorted).
+
+    A target's id names its cells' artifact folders (``<job>/<target>``,
+    :meth:`curaflow.artifacts.store.ArtifactStore.folder`) and starts its manual jobs' ids
+    (``<target>@manual-<key>``), a schedule's id its occurrences' (``<schedule>@<date>T<HHMM>``):
+    on a case-insensitive disk (macOS's and Windows' defaults) two such ids name one
+    folder. Ids are ASCII (``[A-Za-z0-9_-]``) and :func:`~curaflow.artifacts.names.safe_name`
+    writes every other character as ``%XX`` escapes of its UTF-8 bytes, so no two ids meet
+    by Unicode normalisation (NFC, NFD) or a non-ASCII letter's case — letter case is
+    the one folding left, and ``str.lower`` folds all of it."""
+    folded: dict[str, set[str]] = {}
+    for i in ids:
+        folded.setdefault(i.lower(), set()).add(i)
+    return sorted(i for group in folded.values() if len(group) > 1 for i in group)
+
+
 def check_references(settings: ConfiguredNames) -> None:
     """Check the names across sections, in this order: target ids unique; each Pixiv
     account name one that can work (:func:`account_name_problem`); each
@@ -350,7 +367,10 @@ def check_references(settings: ConfiguredNames) -> None:
     each target's ``account`` configured, its routes present, distinct and configured;
     schedule ids unique (one
     Temporal schedule per id: until 2026-12-06 a second plan of one id replaced the
-    first's cron at sync while occurrences were admitted with the first's targets); each
+    first's cron at sync while occurrences were admitted with the first's targets);
+    no two target ids, nor two schedule ids, that differ only in letter case
+    (:func:`case_twins`: one artifact folder on a case-insensitive disk; loaded until
+    2026-12-07, one job's files the other's, retention deleting both); each
     schedule's targets distinct and configured; each route name well-formed.
 
     Raises:
@@ -362,6 +382,12 @@ def check_references(settings: ConfiguredNames) -> None:
     if dupes:
         raise SettingsProblem(
             f"duplicate target ids: {sorted(dupes)}", [("targets", n, "id") for n, i in enumerate(ids) if i in dupes]
+        )
+    if twins := case_twins(ids):
+        raise SettingsProblem(
+            f"target ids {twins} differ only in letter case: a case-insensitive disk (macOS, Windows) keeps their "
+            "artifact folders as one; rename one of them",
+            [("targets", n, "id") for n, i in enumerate(ids) if i in twins],
         )
     pixiv_accounts = settings.accounts()
     for name in pixiv_accounts:
@@ -425,6 +451,12 @@ def check_references(settings: ConfiguredNames) -> None:
         raise SettingsProblem(
             f"duplicate schedule ids: {plans_twice}",
             [("schedules", n, "id") for n, i in enumerate(plans) if i in plans_twice],
+        )
+    if twins := case_twins(plans):
+        raise SettingsProblem(
+            f"schedule ids {twins} differ only in letter case: a case-insensitive disk (macOS, Windows) keeps "
+            "their occurrences' artifact folders as one; rename one of them",
+            [("schedules", n, "id") for n, i in enumerate(plans) if i in twins],
         )
     for index, schedule in enumerate(settings.schedules):
         named_at: Loc = ("schedules", index, "target_ids")

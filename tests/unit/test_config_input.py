@@ -274,3 +274,29 @@ def test_a_route_on_a_task_queue_of_its_own_loads(tmp_path: Path) -> None:
     settings = load_settings(path)
     assert settings.routes["h"].task_queue == "edge"
     assert settings.push_policy().task_queue == settings.push_task_queue() == "curaflow-pushes"
+
+
+# ---- ids that differ only in letter case (2026-12-07) ----------------------------------------
+
+TARGET_ID = '[[targets]]\nid = "{id}"\nroutes = ["h"]\n'
+
+
+def test_target_ids_that_differ_only_in_letter_case_are_refused(tmp_path: Path) -> None:
+    # A target's id names its cells' artifact folders (<job>/<target>, the job's id
+    # starting with it too): on a case-insensitive disk (macOS, Windows) "Art" and "art"
+    # were one folder — one job's files the other's, retention deleting both.
+    text = HOOK + TARGET_ID.format(id="Art") + TARGET_ID.format(id="art")
+    with pytest.raises(ConfigError, match=r"target ids \['Art', 'art'\] differ only in letter case"):
+        load(tmp_path, text)
+
+
+def test_schedule_ids_that_differ_only_in_letter_case_are_refused(tmp_path: Path) -> None:
+    # A schedule's id starts its occurrences' job ids (<schedule>@<date>T<HHMM>): the
+    # artifact folders of "Daily"'s and "daily"'s occurrences of one minute were one.
+    text = SCHEDULE.format(id="Daily", targets='["demo"]') + SCHEDULE.format(id="daily", targets='["demo"]')
+    with pytest.raises(ConfigError, match=r"schedule ids \['Daily', 'daily'\] differ only in letter case"):
+        load(tmp_path, text)
+
+
+def test_ids_of_one_letter_case_and_distinct_still_load(tmp_path: Path) -> None:
+    load(tmp_path, HOOK + TARGET_ID.format(id="Art") + TARGET_ID.format(id="art2"))
