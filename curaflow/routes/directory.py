@@ -33,7 +33,9 @@ read whole as a JSON object that curaflow wrote for this work (:func:`written_fo
 so: one that is no regular file (judged by what was opened, not by a look before), no JSON
 object, not UTF-8, over :data:`MANIFEST_MAX_BYTES` or an object of another shape is
 ``route_refused`` (it says neither), an OS error looking for it or reading it
-as any other — only "no such file" says there is none.
+as any other — only "no such file" says there is none. A manifest of another work whose id
+differs from this one's only in letter case says the disk keeps both in one folder (a
+case-insensitive disk): the work is ``over_route_limit`` on this route (:func:`folded_work`).
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
 (:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR``, ``ENOENT`` of a name removed
@@ -653,6 +655,33 @@ def written_for(manifest: dict[str, Any], work_id: str) -> bool:
     return isinstance(key, str) and bool(key) and isinstance(work, dict) and work.get("work_id") == work_id
 
 
+def folded_work(manifest: dict[str, Any], work_id: str) -> str | None:
+    """The id of the other work whose manifest ``manifest`` is (one curaflow wrote:
+    :func:`written_for`) when it differs from ``work_id`` only in letter case — the disk
+    keeps both works' folders as one (a case-insensitive disk: macOS's, Windows'
+    defaults) — else None. Work ids are ASCII (:data:`curaflow.sources.paging.WORK_ID`;
+    Pixiv's are digits), so no Unicode normalisation folds two."""
+    work = manifest.get("work")
+    other = work.get("work_id") if isinstance(work, dict) else None
+    if isinstance(other, str) and other != work_id and other.lower() == work_id.lower():
+        return other if written_for(manifest, other) else None
+    return None
+
+
+def _folded_folder(work_id: str, other: str) -> RouteError:
+    """The refusal of work ``work_id`` on this route only, whose folder the route's disk
+    keeps as work ``other``'s (:func:`folded_work`): the disk cannot hold it apart, like a
+    name over its limit (2026-12-07; until then ``route_refused`` — held back for good,
+    three such works pausing the route for works it takes)."""
+    return RouteError(
+        TerminalReason.OVER_ROUTE_LIMIT,
+        f"directory: not written by curaflow: the route's disk keeps work {work_id!r}'s folder as work {other!r}'s "
+        "(their ids differ only in letter case, and the disk does not tell them apart); this work cannot be "
+        "written apart from it on this route",
+        permanent=True,
+    )
+
+
 def _page_name_taken(dest: Path) -> RouteError:
     """The route's refusal of a page whose name ``dest`` holds a file of other bytes, or no
     regular file (:func:`atomic_copy`): curaflow never replaces what it did not write —
@@ -724,11 +753,14 @@ class DirectoryRoute:
 
     def _found(self, request: DeliveryRequest, folder: Path, manifest_path: Path) -> DeliveryReceipt:
         """What a manifest found at the work's name says of this delivery: this one's
-        (``replayed``), another delivery's of the work (a duplicate), else the route's
-        (:func:`_unreadable_manifest`) — synced before it is reported."""
+        (``replayed``), another delivery's of the work (a duplicate), another work's whose
+        id differs only in letter case (the work's on this route: :func:`folded_work`),
+        else the route's (:func:`_unreadable_manifest`) — synced before it is reported."""
         existing = self._manifest(manifest_path)
         replayed = existing.get("idempotency_key") == request.idempotency_key
         if not replayed and not written_for(existing, request.work.work_id):
+            if (other := folded_work(existing, request.work.work_id)) is not None:
+                raise _folded_folder(request.work.work_id, other)
             raise _unreadable_manifest(
                 "no manifest curaflow wrote for this work (no delivery's key, or another work's)"
             )

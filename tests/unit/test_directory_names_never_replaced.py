@@ -73,9 +73,33 @@ async def test_a_work_whose_folder_the_disk_holds_for_another_works_never_replac
     looked_before_the_other_wrote(monkeypatch)
     with pytest.raises(RouteError) as caught:
         await _guarded(route, lower)
-    assert caught.value.reason == TerminalReason.ROUTE_REFUSED
+    assert caught.value.reason == TerminalReason.OVER_ROUTE_LIMIT  # the next test
     manifest = json.loads((tmp_path / "out" / "Abc" / "manifest.json").read_text())
     assert manifest["work"]["work_id"] == "Abc", "another work's manifest replaced this one's"
+
+
+async def test_a_work_whose_folder_the_disk_folds_into_another_works_is_the_works_on_this_route(
+    tmp_path: Path,
+) -> None:
+    # A source's work ids may hold letters (paging.WORK_ID): "abc" and "Abc" are one folder
+    # on a case-insensitive disk, whatever the route does — their pages' names fold alike.
+    # Until 2026-12-07 the second found the first's manifest and was route_refused ("no
+    # manifest curaflow wrote for this work"): held back for good, and three such works
+    # paused the route for works it takes. Now it is the work's on this route
+    # (over_route_limit: the disk cannot hold it apart), named so; nothing is written.
+    from tests.unit.test_unknown_is_cheap_at_routes import verdict_of
+
+    route = DirectoryRoute("out", tmp_path / "out")
+    assert (await route.deliver(dir_request(tmp_path, work_id="Abc"))).remote_status == "written"
+    before = sorted((p.name, p.stat().st_ino) for p in (tmp_path / "out" / "Abc").iterdir())
+    (tmp_path / "out" / "abc").symlink_to("Abc")  # the disk's folding of the two names
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, dir_request(tmp_path, work_id="abc"))
+    err = caught.value
+    assert err.reason == TerminalReason.OVER_ROUTE_LIMIT and err.permanent, (err.reason, err)
+    assert "'abc'" in str(err) and "'Abc'" in str(err) and "letter case" in str(err)
+    assert not verdict_of(err, resend_safe=True).hold
+    assert sorted((p.name, p.stat().st_ino) for p in (tmp_path / "out" / "Abc").iterdir()) == before
 
 
 @pytest.mark.parametrize("code", [errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS], ids=errno.errorcode.get)
