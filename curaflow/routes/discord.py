@@ -53,11 +53,12 @@ shape included — → *ambiguous* too, the one reading of every route
 (:func:`~curaflow.routes.base.undefined_status_error`; until 2026-12-07 one in Discord's
 shape was ``route_refused``); a 4xx Discord says is about the content
 (:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
-size; ``50035`` Invalid Form Body whose errors name only the content or the files,
+size; ``50035`` Invalid Form Body whose errors name only the uploaded files,
 :data:`WORK_FIELDS`), under a status a refusal of the content comes with
 (:data:`WORK_STATUSES`: 400, 403, 413) → ``delivery_rejected`` (the work); **any other
 answer** — 401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005`` or Cloudflare's
-page), a form error about the route's own fields (``username``, ``thread_id``), a content
+page), a form error about a field curaflow composes (``content``, ``attachments``: the
+work's until 2026-12-07) or the route's own (``username``, ``thread_id``), a content
 code under another status (a 401, a 404: the webhook's), a code or status never seen
 before, any 3xx (never followed) → ``route_refused`` (the route: the work is not used up); a
 non-2xx whose body broke after its status came (cut, undecodable, endless) is read as
@@ -179,11 +180,17 @@ WORK_CODES = frozenset({20009, 50045, 200000, 200001, 240000})
 #: the webhook or the request whatever their body says — the route's (until 2026-12-06 a
 #: content code under any 4xx refused the work for good).
 WORK_STATUSES = frozenset({400, 403, 413})
-#: Fields of a ``50035`` Invalid Form Body that are the work's (built from its title and
-#: pages); an error on any other field (``username``, ``thread_id`` …) is the route's, and
-#: so is one on a field curaflow never sends — ``embeds`` (no embed is built: an answer
-#: curaflow should never meet, in this list until 2026-12-07, the work refused for good).
-WORK_FIELDS = re.compile(r"^(content|attachments|files\[\d+\]|file\d*)(\.|$)")
+#: Fields of a ``50035`` Invalid Form Body that are the work's: the uploaded files, the
+#: work's pages as they are (a file over the server's size, as ``50045``). An error on any
+#: other field is the route's: one curaflow composes — ``content`` (the caption built from
+#: the title, author, URL and tags under ``content_max``, at most 2000 characters, Discord's
+#: limit: :func:`~curaflow.routes.caption.build_caption`) and ``attachments`` (the list of
+#: curaflow's file names), whose refusal is curaflow's or the route's doing, never a reason
+#: to refuse the work for good (as Telegram's "message caption is too long"); in this list
+#: until 2026-12-07, the work refused for good —, one of the route's settings (``username``,
+#: ``thread_id``), or one curaflow never sends (``embeds``: no embed is built; in this list
+#: until 2026-12-07 too).
+WORK_FIELDS = re.compile(r"^(files\[\d+\]|file\d*)(\.|$)")
 #: Discord's code for an invalid form body.
 INVALID_FORM_BODY = 50035
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
@@ -492,6 +499,20 @@ def is_the_works(body: Any) -> bool:
     return bool(fields) and all(WORK_FIELDS.match(name) for name in fields or [])
 
 
+#: Fields of a ``50035`` Invalid Form Body that curaflow composes (the caption, the
+#: attachment list): the route's, never the work's (:data:`WORK_FIELDS`).
+COMPOSED_FIELDS = re.compile(r"^(content|attachments)(\.|$)")
+
+
+def composed_fields(body: Any) -> bool:
+    """Whether a Discord answer's body is a ``50035`` Invalid Form Body naming a field
+    curaflow composes (:data:`COMPOSED_FIELDS`): its message then says so, for the route's
+    refusal it is."""
+    if not isinstance(body, dict) or body.get("code") != INVALID_FORM_BODY or isinstance(body.get("code"), bool):
+        return False
+    return any(COMPOSED_FIELDS.match(name) for name in _work_fields(body.get("errors")) or [])
+
+
 def classify(
     status: int,
     body: Any,
@@ -566,6 +587,11 @@ def classify(
         )
     if 300 <= status < 400:
         what = "a redirect (never followed): the webhook URL is wrong"
+    elif composed_fields(body):
+        what = (
+            "Discord refused what curaflow composed (the message text or the attachment list), not the work: "
+            "lower content_max, or report it"
+        )
     elif status == 413 or (isinstance(body, dict) and body.get("code") == 40005):
         what = "over the receiver's size limit: lower max_message_bytes / max_file_bytes"
     elif status in (401, 403, 404):

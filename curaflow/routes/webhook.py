@@ -39,7 +39,8 @@ only when the receiver says the work is the problem):
                         *ambiguous*, retried with the same key, remembered as
                         possibly delivered; the word is the receiver's answer
                         (a work whose attempts all ran out on it counts in the
-                        route's refusal streak)
+                        route's refusal streak); a ``Retry-After`` is waited
+                        (until 2026-12-07 ignored)
 409                     the receiver already had it: duplicate — save Cloudflare's
                         own 1xxx page under it (``error code: 1001``, below)
 Cloudflare's own 521,   the receiver was never reached: retried, not ambiguous;
@@ -50,6 +51,14 @@ its challenge page      page was the receiver's duplicate: the work recorded
 (``cf-mitigated``) /    delivered, never sent, and its 403 page and challenge
 520, 524                page the receiver's refusal, ``route_refused``); a
                         ``Retry-After`` is waited
+303 See Other           the receiver may have taken the POST and points at its
+                        result (RFC 9110 §15.4.4; never followed): one attempt,
+                        *ambiguous*, retried with the same ``webhook-id``,
+                        remembered as possibly delivered, its answer counted in
+                        the route's streak should the attempts run out; a
+                        ``Retry-After`` is waited (until 2026-12-07 the route's
+                        refusal: the work offered to a later job under another
+                        ``webhook-id``)
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
@@ -67,8 +76,9 @@ whatever its body)      ``webhook-id``, remembered as possibly delivered):
                         the one reading of every route
 any other answer        the receiver refuses the request itself (401, 403, 404,
 (400, 401, 403, 404,    410, 413 — its credentials, its address, its size limit —,
-410, 413, any other     a status it never documented, a redirect, never followed):
-4xx, any 3xx)           ``route_refused`` (the route's failure: the work is not used
+410, 413, any other     a status it never documented, a redirect — 301, 302, 307,
+4xx, any other 3xx)     308: not processed, the url moved —, never followed):
+                        ``route_refused`` (the route's failure: the work is not used
                         up), never retried
 connect error, connect  retried (the request never left: not ambiguous)
 or pool timeout
@@ -123,6 +133,7 @@ from curaflow.routes.base import (
     read_pages,
     refusal_answered,
     remote_id_of,
+    stated_delay_s,
     undefined_status_error,
     unread_answer,
 )
@@ -184,6 +195,9 @@ class WebhookRouteConfig(RouteSettings):
         return configured(self.url)
 
 
+#: RFC 9110 §15.4.4 See Other: the one redirect that answers a POST after processing it
+#: (:func:`classify`: possibly delivered, never the route's refusal).
+SEE_OTHER = 303
 #: Statuses by which a receiver says the work itself is the problem: its type (415
 #: Unsupported Media Type), its content (422 Unprocessable Content).
 WORK_STATUSES = (415, 422)
@@ -521,6 +535,11 @@ class WebhookRoute:
                     permanent=True,
                     answer=f"HTTP 2xx status {word}",
                 )
+            # A receiver that holds the delivery may say when to ask again (`Retry-After`,
+            # RFC 9110 §10.2.3): waited as a 5xx's is, at least a second, at most the
+            # route's cap (`delivery.route_rate_limit_cap_ms`). Until 2026-12-07 it was
+            # ignored, and the next attempt came on Temporal's backoff.
+            stated = stated_delay_s(response.headers)
             if word in PENDING_WORDS:
                 # The receiver has the delivery and will act on it: retried with the same
                 # webhook-id, and remembered as possibly delivered (as a 502 or a timeout),
@@ -531,6 +550,7 @@ class WebhookRoute:
                     TerminalReason.DELIVERY_FAILED,
                     f"webhook answered {status} with status {word!r}: the receiver holds it; retried with the same "
                     "webhook-id",
+                    retry_after_s=stated,
                     ambiguous=True,
                     answer=f"HTTP 2xx status {word}",
                 )
@@ -548,6 +568,7 @@ class WebhookRoute:
                 TerminalReason.DELIVERY_FAILED,
                 f"webhook answered {status} with status {quoted!r}, a word curaflow does not know; "
                 "retried with the same webhook-id (answer a 2xx with no status, or 'accepted', for a delivery)",
+                retry_after_s=stated,
                 ambiguous=True,
                 answer=f"HTTP 2xx status {quoted}",
             )
@@ -572,7 +593,8 @@ def classify(status: int, retry_after: str | None) -> RouteError:
     receiver contract): 429 → rate limited, route-wide (its stated delay, or none; the
     route's cooldown at most ``delivery.route_rate_limit_cap_ms``); 5xx and HTTP's
     own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 421, 425) →
-    retried (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
+    retried (502 / 504 ambiguous); :data:`SEE_OTHER` → retried, ambiguous (the POST may
+    have been processed, RFC 9110 §15.4.4); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
     does not define (600–999) is none of these: one attempt, ambiguous
     (:func:`~curaflow.routes.base.undefined_status_error`)."""
@@ -598,6 +620,24 @@ def classify(status: int, retry_after: str | None) -> RouteError:
             route_wide=status == 429,
             ambiguous=gateway,
             answer=f"HTTP {status}" if gateway else None,
+        )
+    if status == SEE_OTHER:
+        # RFC 9110 §15.4.4: "an indirect response to the original request" — the receiver
+        # may have processed the POST and points at its result (a receiver's
+        # POST-redirect-GET). Never followed (it names a destination nobody checked): one
+        # attempt, retried with the same webhook-id (the receiver deduplicates; Standard
+        # Webhooks 1.0 counts a 3xx a failed attempt), possibly delivered as a 502 is, its
+        # answer counted in the route's streak should the attempts run out; a stated
+        # `Retry-After` waited (§10.2.3 names it for any 3xx). Until 2026-12-07 it was the
+        # route's refusal: the work held back, then offered to a later job under another
+        # webhook-id — a second copy for a receiver that had it.
+        return RouteError(
+            TerminalReason.DELIVERY_FAILED,
+            "webhook answered HTTP 303 See Other: the receiver may have taken the delivery and points elsewhere "
+            "for its result (never followed); retried with the same webhook-id — answer a 2xx for a delivery",
+            retry_after_s=parse_retry_after(retry_after),
+            ambiguous=True,
+            answer=f"HTTP {status}",
         )
     if status in WORK_STATUSES:
         return RouteError(
