@@ -64,6 +64,13 @@ MiB = 1024 * 1024
 TOO_LARGE = {"message": "Request entity too large", "code": 40005}
 
 
+def invalid_form(errors: dict[str, Any]) -> dict[str, Any]:
+    """Discord's ``50035`` Invalid Form Body naming the fields it refused, as Discord writes
+    it: ``errors`` nests each field's path down to its ``_errors`` list (docs "JSON Error
+    Codes", error messages example)."""
+    return {"message": "Invalid Form Body", "code": 50035, "errors": errors}
+
+
 @dataclass
 class DcFile:
     field: str
@@ -108,6 +115,9 @@ class FakeDiscord:
     token: str = "fake-webhook-token"
     max_file_bytes: int = 10 * MiB
     max_request_bytes: int = 10 * MiB
+    #: The content limit the fake holds requests to (Discord's 2000; lower to play a
+    #: Discord that counts otherwise, or lowered its limit).
+    content_max: int = CONTENT_MAX
     requests: list[DcRequest] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -115,7 +125,7 @@ class FakeDiscord:
 
     def __post_init__(self) -> None:
         self._next = 1_300_000_000_000_000_000
-        self._limits = (self.max_file_bytes, self.max_request_bytes)
+        self._limits = (self.max_file_bytes, self.max_request_bytes, self.content_max)
         app = FastAPI()
 
         @app.post("/api/webhooks/{webhook_id}/{token}")
@@ -140,7 +150,7 @@ class FakeDiscord:
         self.messages.clear()
         self.violations.clear()
         self.script.clear()
-        self.max_file_bytes, self.max_request_bytes = self._limits
+        self.max_file_bytes, self.max_request_bytes, self.content_max = self._limits
         return self
 
     async def _handle(self, request: Request, webhook_id: str, token: str, version: int | None) -> Response:
@@ -244,21 +254,24 @@ class FakeDiscord:
 
     def _check(self, entry: DcRequest) -> tuple[dict[str, Any], str, int] | None:
         content = entry.payload.get("content") or ""
-        invalid = {"message": "Invalid Form Body", "code": 50035}
         if entry.size > self.max_request_bytes:
             return TOO_LARGE, f"request of {entry.size} bytes", 413
-        if len(content) > CONTENT_MAX:
-            return invalid, f"content of {len(content)} characters", 400
+        if len(content) > self.content_max:
+            too_long = {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {self.content_max} or fewer in length."}
+            return invalid_form({"content": {"_errors": [too_long]}}), f"content of {len(content)} characters", 400
         if not content and not entry.files:
             return {"message": "Cannot send an empty message", "code": 50006}, "empty message", 400
         if len(entry.files) > FILES_MAX:
-            return invalid, f"{len(entry.files)} files", 400
+            too_many = {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {FILES_MAX} or fewer in length."}
+            return invalid_form({"attachments": {"_errors": [too_many]}}), f"{len(entry.files)} files", 400
         for f in entry.files:
             if f.size > self.max_file_bytes:
                 return TOO_LARGE, f"file of {f.size} bytes", 413
         names = [a.get("filename") for a in entry.payload.get("attachments", [])]
         if entry.files and names != [f.filename for f in entry.files]:
-            return invalid, f"attachments {names} do not match the files", 400
+            unknown = {"code": "ATTACHMENT_NOT_FOUND", "message": "Attachment not found"}
+            errors = {"attachments": {"0": {"filename": {"_errors": [unknown]}}}}
+            return invalid_form(errors), f"attachments {names} do not match the files", 400
         return None
 
     async def start(self) -> FakeDiscord:

@@ -20,7 +20,8 @@ from pydantic import SecretStr
 
 from curaflow.artifacts import describe
 from curaflow.domain.models import Artifact, Work
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.reasons import Owner, TerminalReason
+from curaflow.domain.verdicts import owner_of
 from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.routes.base import DeliveryRequest, RouteError
 from curaflow.routes.caption import utf16_len
@@ -341,6 +342,27 @@ async def test_discord_content_is_kept_within_2000_characters(tmp_path: Path, di
     await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)], title="x" * 5000))
     assert len(discord.requests[0].payload["content"]) <= 2000
     assert discord.violations == []
+
+
+async def test_discord_refusing_the_content_curaflow_composed_is_the_routes_never_the_works(
+    tmp_path: Path, discord: FakeDiscord, http: Any
+) -> None:
+    """A Discord that counts otherwise than curaflow, or lowered its limit, refuses the
+    caption curaflow composed within ``content_max``: 50035 naming ``content``. That is
+    curaflow's or the route's doing — the work refused for good until 2026-12-07 —: the
+    route's refusal (the work held back, the streak counting it), its message naming
+    ``content_max``."""
+    discord.content_max = 40
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)], title="x" * 200))
+    err = caught.value
+    assert err.reason == TerminalReason.ROUTE_REFUSED and owner_of(err.reason) == Owner.ROUTE, str(err)
+    assert "content_max" in str(err) and discord.messages == []
+    # Lowered to what that Discord takes, the same work goes.
+    receipt = await dc_route(discord, http, content_max=40).deliver(
+        make_request(tmp_path, [(100, 100)], title="x" * 200)
+    )
+    assert receipt.remote_id is not None and len(discord.messages) == 1
 
 
 async def test_discord_content_counts_code_points_as_discord_does(
