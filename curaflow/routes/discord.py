@@ -171,9 +171,12 @@ REQUEST_RESERVE = 16 * 1024
 #: Multipart framing of one file (boundary, ``Content-Disposition`` with its name, type).
 FILE_RESERVE = 512
 #: Discord's JSON error codes that blame the content itself (docs "JSON Error Codes"):
-#: explicit content, a file over the server's upload size, automatic moderation
-#: (message, title), the harmful links filter.
-WORK_CODES = frozenset({20009, 50045, 200000, 200001, 240000})
+#: explicit content, a file over the server's upload size, automatic moderation of the
+#: message (200000: the caption holds the work's title and tags), the harmful links
+#: filter. Not 200001, automatic moderation of a *title* (a forum post's ``thread_name``):
+#: curaflow sends none, so it speaks of the route's channel — the route's (the work's
+#: until 2026-12-07, refused for good).
+WORK_CODES = frozenset({20009, 50045, 200000, 240000})
 #: The statuses a refusal of the content comes with (a bad request, a forbidden content, a
 #: payload too large): only under one of them may :data:`WORK_CODES` blame the work. A
 #: 401 (the webhook's token refused), a 404 (the webhook unknown), a 405 or a 409 speak of

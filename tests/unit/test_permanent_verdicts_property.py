@@ -78,7 +78,8 @@ TG_WORK_WORDS = (
     "file is too big",
 )
 #: Discord's JSON error codes about the content (docs "JSON Error Codes").
-DC_WORK_CODES = {20009, 50045, 200000, 200001, 240000}
+#: Not 200001 (a title blocked: curaflow sends none — the route's since 2026-12-07).
+DC_WORK_CODES = {20009, 50045, 200000, 240000}
 DC_FORM_BODY = 50035
 #: The webhook route's published receiver contract: 415 / 422, or a 2xx saying "rejected".
 WH_WORK_STATUSES = {415, 422}

@@ -184,3 +184,18 @@ async def test_a_webhook_202_saying_it_has_it_is_a_delivery_whatever_its_retry_a
 
     receipt = await deliver(webhook, answer, tmp_path)
     assert not receipt.duplicate and receipt.remote_status == "202"
+
+
+@pytest.mark.parametrize("status", [400, 403])
+async def test_discords_automod_blocking_a_title_curaflow_never_sends_is_the_routes(
+    tmp_path: Path, status: int
+) -> None:
+    """``200001`` is automatic moderation blocking a *title* (docs "JSON Error Codes": "Title
+    was blocked by automatic moderation" — a forum post's ``thread_name``). curaflow sends
+    no title (it posts into ``thread_id``'s thread or the channel), so the answer is about
+    the route's channel, never the work: the route's, as an error on ``embeds`` is. Until
+    2026-12-07 it refused the work for good. (``200000``, the *message* blocked — the
+    work's title and tags in the caption —, stays the work's.)"""
+    body = {"code": 200001, "message": "Title was blocked by automatic moderation"}
+    err = await failure(discord, lambda _r: httpx.Response(status, json=body), tmp_path)
+    assert is_the_routes(err), (err.reason, str(err))
