@@ -436,6 +436,7 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str, tim
         # possibly delivered (until 2026-12-07 a plain retry, the work sent again by the
         # next job under another webhook-id once the attempts ran out).
         (Reply(202, {"status": "queued"}), "ambiguous"),
+        (Reply(202, {"status": "pending"}, headers={"retry-after": "90"}), "ambiguous"),
         (Reply(422, {"error": "bad content"}), "rejected"),
         (Reply(415, {"error": "unsupported type"}), "rejected"),
         (Reply(400, {"error": "bad"}), "refused"),  # a bare 400 names no work: the route's
@@ -444,6 +445,10 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str, tim
         # A redirect names another destination: the receiver's address is wrong (the
         # route's failure), and it is never followed.
         (Reply(301, None), "refused"),
+        # 303 See Other answers a POST it processed (RFC 9110 §15.4.4): the receiver may have
+        # it — retried with the same webhook-id, possibly delivered, never followed (the
+        # route's refusal until 2026-12-07, the work then sent under another webhook-id).
+        (Reply(303, None, headers={"location": "/c/result/1"}), "ambiguous"),
         (Reply(307, {"location": "elsewhere"}), "refused"),
         (Reply(308, None), "refused"),
         (Reply(429, {"error": "slow down"}), "retry"),
@@ -474,6 +479,8 @@ async def test_webhook_receiver_contract(
             assert err.reason == TerminalReason.DELIVERY_REJECTED
         if outcome == "refused":  # the receiver refuses the request itself: the route's failure
             assert err.reason == TerminalReason.ROUTE_REFUSED
+        if "retry-after" in reply.headers:  # the receiver's stated wait is waited (2026-12-07)
+            assert err.retry_after_s == float(reply.headers["retry-after"])
     assert route.resend_safe  # the receiver dedupes on webhook-id: a re-send is safe
     assert webhook.at("/c")[0].signature_ok
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import delivery_verdict, owner_of
-from curaflow.routes.caption import build_caption, escape_markdown
+from curaflow.routes.caption import build_caption, escape_markdown, utf16_len
 from tests.unit.test_route_answers import deliver, discord, failure, is_the_routes, webhook
 
 # ---- Discord: a form error on what curaflow composed is never the work's ----------------------
@@ -99,7 +99,7 @@ MARKDOWN_HEAVY = st.text(st.sampled_from("*_~`|>#-[]()<:\\ \n\u202e\U0001f600e\u
     limit=st.integers(0, 2000),
     part=st.one_of(st.none(), st.tuples(st.integers(1, 200), st.integers(1, 200))),
 )
-def test_curaflow_never_composes_a_discord_content_over_its_limit(
+def test_curaflow_never_composes_a_chat_caption_over_its_limit(
     title: str, author: str | None, tags: list[str], limit: int, part: tuple[int, int] | None
 ) -> None:
     """What the route sends as ``content`` is within ``content_max`` (≤ 2000, Discord's
@@ -116,6 +116,10 @@ def test_curaflow_never_composes_a_discord_content_over_its_limit(
     )
     content = build_caption(work, limit, part=part, escape=escape_markdown)
     assert len(content) <= limit
+    # Telegram's caption likewise, in the UTF-16 units it is held to (1024 at most):
+    # "message caption is too long" is the route's, an answer curaflow should never meet.
+    caption = build_caption(work, min(limit, 1024), measure=utf16_len, part=part)
+    assert utf16_len(caption) <= min(limit, 1024)
 
 
 # ---- webhook: 303 See Other to the POST -----------------------------------------------------
