@@ -616,6 +616,12 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
         assert err.ambiguous and not err.permanent and err.reason == TerminalReason.DELIVERY_FAILED, (word, str(err))
     if 500 <= status < 600 or status in (408, 421, 425, 429):
         assert not err.permanent
+    # RFC 9110 §15.4.4: a 303 answers a POST its server processed (the result elsewhere) —
+    # possibly delivered, one attempt; another 3xx says "not here": the route's.
+    if status == 303:
+        assert err.ambiguous and not err.permanent and err.reason == TerminalReason.DELIVERY_FAILED, str(err)
+    elif 300 <= status < 400:
+        assert err.reason == TerminalReason.ROUTE_REFUSED and not err.ambiguous, (status, str(err))
 
 
 # ---- the job's pushes -------------------------------------------------------------------------------
