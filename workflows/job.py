@@ -594,15 +594,16 @@ class JobWorkflow:
             ``state`` (the job's state, final once the workflow finished it) when the Task
             is the job's; ``refusal`` (``{code, message, detail, http_status}``)
             otherwise — ``invalid_params`` "request body must be a JSON object" for no
-            argument, several or an undecodable one (``detail.reason: query_input``), as
-            for one that is no object; the refusal ``POST /jobs`` gives a text with no one
-            meaning (``duplicate_member``, ``not_json_number``, ``number_out_of_range``:
-            :data:`ONE_MEANING`). A run that holds no job refuses an invalid Task the same
-            way — that needs no job — and answers a valid one ``unanswered``: ``admitting``
-            while it admits its own Task, ``no_job`` once it refused it (since 2026-12-07;
-            before, neither member was set for any Task). During its ``start_delay`` a run
-            has no workflow task: Temporal refuses the query itself ("Workflow task is not
-            scheduled yet.") and no worker sees it.
+            argument, several or an undecodable one (``detail.reason: query_input``), and
+            for one that is no object (``detail.reason: not_an_object``); the refusal
+            ``POST /jobs`` gives a text with no one meaning (``duplicate_member``,
+            ``not_json_number``, ``number_out_of_range``: :data:`ONE_MEANING`). A run that
+            holds no job refuses an invalid Task the same way — that needs no job — and
+            answers a valid one ``unanswered``: ``admitting`` while it admits its own Task,
+            ``no_job`` once it refused it (since 2026-12-07; before, neither member was set
+            for any Task). During its ``start_delay`` a run has no workflow task: Temporal
+            refuses the query itself ("Workflow task is not scheduled yet.") and no worker
+            sees it.
         """
         inp = self._inp
         refused = not_one_task_value(args, "query_input") or self._oversized(args[0])
@@ -654,7 +655,8 @@ class JobWorkflow:
             ApplicationError: the protocol's refusal (``type`` = its code, details
                 ``{code, message, detail}``): ``invalid_params`` "request body must be a
                 JSON object" for no argument, several, an undecodable one
-                (``detail.reason: update_input``) or one that is no object; the refusal
+                (``detail.reason: update_input``) or one that is no object
+                (``not_an_object``, :func:`~curaflow.protocol.task.validate_task`); the refusal
                 ``POST /jobs`` gives a text with no one meaning (:data:`ONE_MEANING`); else
                 :func:`~curaflow.protocol.task.validate_task`'s first broken rule
                 (``invalid_params`` with ``detail.field``, ``unsupported_protocol_version``) —

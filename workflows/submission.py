@@ -42,13 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import JobInput
     from curaflow.domain.text import json_type_name
     from curaflow.protocol.errors import ProtocolError, invalid_params
-    from curaflow.protocol.json_text import ambiguity, json_text_refusal
+    from curaflow.protocol.json_text import NOT_AN_OBJECT, ambiguity, json_text_refusal
     from curaflow.protocol.models import Task
 
 #: Members only a protocol Task has: their presence makes an object a Task to admit.
 TASK_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(JobInput.model_fields)
-
-NOT_AN_OBJECT = "request body must be a JSON object"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,11 @@ reading of it:
 * **its bytes, grammar and meaning** (:func:`curaflow.protocol.json_text.parse_json`, the
   one reading of a client's JSON text — a Temporal client's Task gets it too): not UTF-8,
   not JSON, nested too deeply, a member name twice in one object, ``NaN`` / ``Infinity``,
-  a number out of range → ``400``, each with its ``detail.reason``.
+  a number out of range → ``400``, each with its ``detail.reason``; no bytes at all (or
+  only whitespace) → ``400`` ``empty_body`` (2026-12-07: the one such refusal naming no
+  reason). A JSON text that is no object where the route asks one is
+  :func:`curaflow.protocol.json_text.object_refusal`'s ``400`` ``not_an_object``, asked by
+  the route's reader of its body (the Task's, the ack's).
 
 Unknown members are still ignored (reference §1.5) — but only once the body has one
 meaning. A query parameter given more than once is refused the same way
@@ -42,7 +46,7 @@ from fastapi import Request
 from pydantic import BeforeValidator
 
 from curaflow.protocol.errors import ProtocolError, error_body, invalid_params
-from curaflow.protocol.json_text import parse_json
+from curaflow.protocol.json_text import NOT_AN_OBJECT, parse_json
 from curaflow.protocol.json_text import refused as _refused
 
 #: A qvalue (RFC 9110 §12.4.2): 0 to 1, at most three decimals.
@@ -302,7 +306,8 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
         ProtocolError: 415 ``invalid_params`` for a label that is not JSON in UTF-8 or a
             content coding other than ``identity`` (before any byte is read); 413
             ``invalid_params`` beyond ``limit``; 400 ``invalid_params`` when the body is
-            not one JSON text with one meaning (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late;
+            empty (``detail.reason`` ``empty_body``) or not one JSON text with one meaning
+            (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late;
             :class:`ServerStopping` (503, retryable) when it is still arriving
             :data:`STOPPING_GRACE_S` after the server began to stop.
         starlette.requests.ClientDisconnect: the client went away mid-body (the error
@@ -322,7 +327,7 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
     if not raw.strip():
         if allow_empty:
             return None
-        raise invalid_params("request body must be a JSON object")
+        raise _refused(NOT_AN_OBJECT, "empty_body")
     return parse_json(raw)
 
 

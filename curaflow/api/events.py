@@ -51,7 +51,8 @@ from curaflow.api.jobs import read_job, storable_id, unknown_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import EventPageData, ack_events, parse_event_id, read_events
 from curaflow.process.http_methods import addressed_routes, serves_its_address
-from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.errors import invalid_params, required_sentence
+from curaflow.protocol.json_text import object_refusal
 from curaflow.protocol.models import AckRequest, AckResult, EventPage
 
 events_router = APIRouter(
@@ -229,11 +230,19 @@ async def ack_body(request: Request, settings: SettingsDep) -> AckRequest:
 
     Raises:
         ProtocolError: 413 / 408 / 400 from :func:`~curaflow.api.body.read_json`; 400
-            ``invalid_params`` (``detail.field: ack_through``) for any other shape.
+            ``not_an_object`` for a body that is no object
+            (:func:`~curaflow.protocol.json_text.object_refusal`, as ``POST /jobs`` answers
+            it); 400 ``invalid_params`` with ``detail.field: ack_through`` for a bad value
+            (reference §4.6) — "ack_through is required" when it is absent or ``null``.
+            2026-12-07: a body that was no object named ``ack_through``, and an absent one
+            was told the rule of a value.
     """
     body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
-    if not isinstance(body, dict):
-        raise invalid_params("request body must be a JSON object {ack_through}", field="ack_through")
+    not_an_object = object_refusal(body)
+    if not_an_object is not None:
+        raise not_an_object
+    if body.get("ack_through") is None:
+        raise invalid_params(required_sentence("ack_through"), field="ack_through")
     try:
         return AckRequest.model_validate(body)
     except ValidationError:

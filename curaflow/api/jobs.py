@@ -26,7 +26,7 @@ from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.process.http_methods import serves_its_address
-from curaflow.protocol.errors import ProtocolError, invalid_params
+from curaflow.protocol.errors import ProtocolError, invalid_params, required_sentence
 from curaflow.protocol.keys import key_refusal, normalise_key, storable
 from curaflow.protocol.models import Job, JobEnvelope, JobPage
 from curaflow.protocol.projection import job_path, project_job
@@ -101,7 +101,7 @@ async def find_jobs(
     """
     key = normalise_key(idempotency_key or "")
     if not key:
-        raise invalid_params("idempotency_key is required", field="idempotency_key")
+        raise invalid_params(required_sentence("idempotency_key"), field="idempotency_key")
     if key_refusal(key) is not None:
         return {"jobs": [], "server_time": now_ms()}
     async with pool.acquire() as conn:

@@ -133,3 +133,10 @@ class ProtocolError(Exception):
 def invalid_params(message: str, *, http_status: int = 400, **detail: Any) -> ProtocolError:
     """Shorthand for an ``invalid_params`` :class:`ProtocolError` with ``detail`` keywords."""
     return ProtocolError("invalid_params", http_status, message, detail or None)
+
+
+def required_sentence(field: str) -> str:
+    """What a required request member absent or ``null`` is told: ``"<field> is required"``
+    (``detail.field`` names it) — a Task's (:data:`curaflow.protocol.models.rules.REQUIRED`),
+    the ack's ``ack_through``, ``GET /jobs``'s ``idempotency_key`` (reference §2.5's wording)."""
+    return f"{field} is required"

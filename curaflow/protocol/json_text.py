@@ -16,7 +16,14 @@ more than one way, or not as the client wrote it, is refused with what was wrong
 * **its meaning**: a member name twice in one object → ``400`` ``duplicate_member``
   (parsers disagree on which one counts, RFC 8259 §4); ``NaN`` / ``Infinity`` (not JSON)
   → ``400`` ``not_json_number``; a number no double can hold (``1e400``) or an integer of
-  more digits than Python reads (4300) → ``400`` ``number_out_of_range``.
+  more digits than Python reads (4300) → ``400`` ``number_out_of_range``;
+* **its kind**: a JSON text that is no object where an object is asked (a Task, an ack:
+  ``[]``, ``"x"``, ``3``, ``null``, ``true``) → ``400`` ``not_an_object``, with
+  ``detail.received`` its JSON type (:func:`object_refusal`, the one answer of every door
+  that takes an object: ``POST /jobs`` and the ack by their body, a Task that came another
+  way by :func:`curaflow.protocol.task.validate_task`; 2026-12-07: it was the one body
+  refusal with no ``detail.reason``, and the ack's named ``ack_through`` as if the member
+  were wrong).
 
 Every refusal is ``invalid_params`` with the message and ``detail`` ``POST /jobs`` answers.
 Pure: no I/O, deterministic (a workflow's payload converter runs it on replay).
@@ -29,9 +36,14 @@ import math
 from collections import Counter
 from typing import Any
 
+from curaflow.domain.text import json_type_name
 from curaflow.protocol.errors import ProtocolError, invalid_params
 
 _BOM = b"\xef\xbb\xbf"
+
+#: What a JSON text that is no object is told (:func:`object_refusal`); a Temporal start or
+#: update that is no one JSON value is told the same (``workflows.submission``).
+NOT_AN_OBJECT = "request body must be a JSON object"
 
 
 class AmbiguousObject(dict[str, Any]):
@@ -147,3 +159,17 @@ def json_text_refusal(raw: bytes) -> ProtocolError | None:
     except ProtocolError as err:
         return err
     return None
+
+
+def object_refusal(value: Any) -> ProtocolError | None:
+    """Why ``value`` (a decoded JSON value) is not the JSON object asked for, or None when it is one.
+
+    Returns:
+        None for an object (a ``dict``); else ``400`` ``invalid_params`` :data:`NOT_AN_OBJECT`
+        with ``detail.reason`` ``not_an_object`` and ``detail.received`` the value's JSON type
+        (``array``, ``string``, ``number``, ``boolean``, ``null``:
+        :func:`curaflow.domain.text.json_type_name`).
+    """
+    if isinstance(value, dict):
+        return None
+    return refused(NOT_AN_OBJECT, "not_an_object", received=json_type_name(value))

@@ -5,7 +5,11 @@ in the original's order, plus curaflow's storability rules). This module turns a
 into what admission needs — :class:`ValidatedTask`, with the normalised params
 ("retrieval view") an idempotency replay is compared against — and the model's first
 validation error into the protocol's answer (:func:`refusal`): the first failure wins,
-``detail.field`` names the member.
+``detail.field`` names the member. A required member absent or ``null`` is told
+"<member> is required" (:data:`~curaflow.protocol.models.rules.REQUIRED`; 2026-12-07: a
+Task without ``job_type`` was "unsupported job_type", a missing key, ``params`` or tags
+were told the rule of a value they never had); a body that is no object is
+:func:`~curaflow.protocol.json_text.object_refusal`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, ProtocolError, invalid_params, supported_job_types
+from curaflow.protocol.errors import (
+    SUPPORTED_PROTOCOL_VERSIONS,
+    ProtocolError,
+    invalid_params,
+    required_sentence,
+    supported_job_types,
+)
+from curaflow.protocol.json_text import object_refusal
 from curaflow.protocol.keys import has_control_character, manual_job_id, storable
 from curaflow.protocol.models import MAX_DEADLINE_MS, RULES, Task
 
@@ -80,8 +91,10 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
 
     Returns:
         ``unsupported_protocol_version`` (400, ``detail.received`` / ``supported``), or
-        ``invalid_params`` (400) with ``detail.field`` — or, for the job type,
-        ``detail.reason: unsupported_job_type`` with ``job_type`` and ``supported``.
+        ``invalid_params`` (400) with ``detail.field`` — "<member> is required" for a member
+        absent (pydantic's ``missing``; a ``null`` is refused so by its rule) — or, for the
+        job type, ``detail.reason: unsupported_job_type`` with ``job_type`` and
+        ``supported``; for a body that is no object, :func:`object_refusal`'s.
     """
     # No input and no context: they may hold a lone surrogate, which errors() cannot encode.
     first = err.errors(include_url=False, include_input=False, include_context=False)[0]
@@ -101,9 +114,14 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
             supported=supported_job_types(),
         )
     name = _field(first["loc"])
-    if not name:
-        return invalid_params("request body must be a JSON object")
-    message = first["msg"] if kind == "invalid_params" else RULES.get(name, f"invalid {name}")
+    if not name:  # the body itself (validate_task refuses a non-object first)
+        return object_refusal(body) or invalid_params("request body must be a JSON object")
+    if kind == "missing":
+        message = required_sentence(name)
+    elif kind == "invalid_params":
+        message = first["msg"]
+    else:
+        message = RULES.get(name, f"invalid {name}")
     return invalid_params(message, field=name)
 
 
@@ -148,10 +166,14 @@ def validate_task(body: Any) -> ValidatedTask:
 
     Raises:
         ProtocolError: ``invalid_params`` (400) or ``unsupported_protocol_version`` (400)
-            for the first rule the body breaks, with ``detail.field`` or ``detail.reason``.
+            for the first rule the body breaks, with ``detail.field`` or ``detail.reason``
+            (``not_an_object`` for a body that is no JSON object: :func:`object_refusal`).
     """
     if isinstance(body, Task):
         body = body.model_dump(mode="json", exclude_none=True)
+    not_an_object = object_refusal(body)
+    if not_an_object is not None:
+        raise not_an_object
     try:
         task = Task.model_validate(body)
     except ValidationError as err:

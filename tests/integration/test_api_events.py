@@ -173,19 +173,32 @@ async def test_paging_cursors_and_parameter_errors(stack: Stack) -> None:
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "invalid_params"
 
-    # ack body validated before the job lookup
-    for content, headers in (
-        (b"{not json", {"content-type": "application/json"}),
-        (b"[1]", {"content-type": "application/json"}),
-        (b"{}", {"content-type": "application/json"}),
-        (b'{"ack_through": 5}', {"content-type": "application/json"}),
-        (b'{"ack_through": ""}', {"content-type": "application/json"}),
-        (b"", {}),
-    ):
+    # ack body validated before the job lookup; each refusal names what was wrong: the body's
+    # reason as POST /jobs names it, detail.field for a bad or missing value (reference §4.6).
+    # Until 2026-12-07 a body that was no object claimed ack_through was wrong, an empty one
+    # named nothing, and a missing ack_through was told the rule of a value.
+    for content, headers, detail, message in (
+        (b"{not json", {"content-type": "application/json"}, {"reason": "invalid_json"}, None),
+        (b"[1]", {"content-type": "application/json"}, {"reason": "not_an_object", "received": "array"},
+         "request body must be a JSON object"),
+        (b"{}", {"content-type": "application/json"}, {"field": "ack_through"}, "ack_through is required"),
+        (b'{"ack_through": null}', {"content-type": "application/json"}, {"field": "ack_through"},
+         "ack_through is required"),
+        (b'{"ack_through": 5}', {"content-type": "application/json"}, {"field": "ack_through"},
+         "ack_through must be a non-empty event_id"),
+        (b'{"ack_through": ""}', {"content-type": "application/json"}, {"field": "ack_through"},
+         "ack_through must be a non-empty event_id"),
+        (b"", {}, {"reason": "empty_body"}, None),
+    ):  # fmt: skip
         for target in (job_id, "demo@manual-no-such-job"):
             answer = await http.post(f"/jobs/{target}/events/ack", content=content, headers=headers)
             assert answer.status_code == 400, (content, answer.text)
-            assert answer.json()["error"]["code"] == "invalid_params"
+            error = answer.json()["error"]
+            assert error["code"] == "invalid_params"
+            if message is None:
+                assert error["detail"]["reason"] == detail["reason"], (content, error)
+            else:
+                assert (error["message"], error["detail"]) == (message, detail), (content, error)
     unknown = await http.post("/jobs/demo@manual-no-such-job/events/ack", json={"ack_through": "evt-1-00000000"})
     assert unknown.status_code == 404
     too_big = await http.post(f"/jobs/{job_id}/events/ack", content=b'{"ack_through": "' + b"x" * 70_000 + b'"}')

@@ -9,6 +9,7 @@ schema by the client's response hook (tests/schema.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -153,8 +154,19 @@ class Raw:
 
 REFUSALS: list[tuple[str, Any, int, str, dict[str, Any]]] = [
     # (name, body or override of a valid Task, http status, code, expected detail subset)
-    ("array", Raw([1, 2]), 400, "invalid_params", {}),
-    ("string", Raw("task"), 400, "invalid_params", {}),
+    # a JSON text that is no object names what it is (until 2026-12-07: no detail at all)
+    ("array", Raw([1, 2]), 400, "invalid_params", {"reason": "not_an_object", "received": "array"}),
+    ("string", Raw("task"), 400, "invalid_params", {"reason": "not_an_object", "received": "string"}),
+    ("number", Raw(3), 400, "invalid_params", {"reason": "not_an_object", "received": "number"}),
+    ("null", Raw(None), 400, "invalid_params", {"reason": "not_an_object", "received": "null"}),
+    ("boolean", Raw(True), 400, "invalid_params", {"reason": "not_an_object", "received": "boolean"}),
+    # a required member absent is named missing (until 2026-12-07 a Task without job_type was
+    # "unsupported job_type", job_type null)
+    ("no job_type", Raw({"protocol_version": "1", "idempotency_key": ""}), 400, "invalid_params",
+     {"field": "job_type"}),
+    ("null job_type", {"job_type": None}, 400, "invalid_params", {"field": "job_type"}),
+    ("no key", Raw({"protocol_version": "1", "job_type": "candidate_search", "params": {"target_id": "demo"}}), 400,
+     "invalid_params", {"field": "idempotency_key"}),
     # the first failure wins, everything after it being wrong too
     ("no protocol_version", Raw({"job_type": "nope", "idempotency_key": ""}), 400, "invalid_params",
      {"field": "protocol_version"}),
@@ -232,7 +244,8 @@ async def test_every_refusal_is_a_protocol_error_and_creates_nothing(stack: Stac
     prefix = f"refuse-{short_id()}-"
     for name, override, status, code, detail in REFUSALS:
         body = override.body if isinstance(override, Raw) else task(prefix + name.replace(" ", "-"), **override)
-        answer = await http.post("/jobs", json=body)
+        # its JSON text, written out: httpx sends no body at all for json=None
+        answer = await http.post("/jobs", content=json.dumps(body), headers={"content-type": "application/json"})
         assert answer.status_code == status, (name, answer.text)
         error = answer.json()["error"]
         assert error["code"] == code, name
@@ -241,14 +254,40 @@ async def test_every_refusal_is_a_protocol_error_and_creates_nothing(stack: Stac
     assert await jobs_with_prefix(stack, prefix) == 0
 
 
+async def test_a_required_member_absent_is_refused_as_missing(stack: Stack) -> None:
+    # Each required member of the schema's Task, absent, is named missing — never told a rule
+    # of a value it never had ("unsupported job_type" of no job_type, until 2026-12-07).
+    http = stack.http
+    assert http is not None
+    for member in ("job_type", "idempotency_key", "params"):
+        body = task(f"missing-{short_id()}")
+        del body[member]
+        answer = await http.post("/jobs", json=body)
+        assert answer.status_code == 400, (member, answer.text)
+        assert answer.json()["error"] == {
+            "code": "invalid_params",
+            "message": f"{member} is required",
+            "retryable": False,
+            "detail": {"field": member},
+        }
+
+
 async def test_raw_bodies_get_protocol_errors_never_framework_shapes(stack: Stack) -> None:
     http = stack.http
     assert http is not None
     json_type = {"content-type": "application/json"}
-    for content in (b"{not json", b"", b"   ", b"\xff\xfe", b'{"protocol_version": "1",'):
+    for content, reason in (
+        (b"{not json", "invalid_json"),
+        (b"", "empty_body"),  # until 2026-12-07 this one refusal named no reason
+        (b"   ", "empty_body"),
+        (b"\xff\xfe", "not_utf8"),
+        (b'{"protocol_version": "1",', "invalid_json"),
+        (b"[]", "not_an_object"),
+    ):
         answer = await http.post("/jobs", content=content, headers=json_type)
         assert answer.status_code == 400, content
         assert answer.json()["error"]["code"] == "invalid_params"
+        assert answer.json()["error"]["detail"]["reason"] == reason, (content, answer.text)
     big = task(f"big-{short_id()}", labels={"pad": "x" * 70_000})
     too_big = await http.post("/jobs", json=big)
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "invalid_params"

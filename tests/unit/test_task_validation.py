@@ -213,3 +213,95 @@ def test_an_integer_written_with_a_fraction_or_an_exponent_is_an_integer(number:
 @pytest.mark.parametrize("number", [60000.5, True, "60000", -0.0, 1e300])
 def test_a_number_that_is_no_integer_in_range_is_still_refused(number: Any) -> None:
     assert refused(task(deadline_ms=number)).detail["field"] == "deadline_ms"
+
+
+@pytest.mark.parametrize(
+    ("body", "received"),
+    [([], "array"), ([1, 2], "array"), ("task", "string"), (3, "number"), (1.5, "number"), (None, "null"),
+     (True, "boolean")],
+)  # fmt: skip
+def test_a_body_that_is_no_object_is_refused_naming_what_it_is(body: Any, received: str) -> None:
+    # Every other malformed body names its reason (not_utf8, invalid_json …); this one
+    # answered 400 with no detail at all until 2026-12-07.
+    err = refused(body)
+
+    assert (err.code, err.http_status, err.message) == ("invalid_params", 400, "request body must be a JSON object")
+    assert err.detail == {"reason": "not_an_object", "received": received}
+
+
+def _without(path: str) -> dict[str, Any]:
+    body = task(params={"query": {"tags": ["a"]}})
+    *parents, name = path.split(".")
+    holder = body
+    for parent in parents:
+        holder = holder[parent]
+    del holder[name]
+    return body
+
+
+def _null(path: str) -> dict[str, Any]:
+    body = task(params={"query": {"tags": ["a"]}})
+    *parents, name = path.split(".")
+    holder = body
+    for parent in parents:
+        holder = holder[parent]
+    holder[name] = None
+    return body
+
+
+REQUIRED = ["protocol_version", "job_type", "idempotency_key", "params", "params.query", "params.query.tags"]
+
+
+@pytest.mark.parametrize("member", REQUIRED)
+@pytest.mark.parametrize("how", [_without, _null], ids=["absent", "null"])
+def test_a_required_member_absent_or_null_is_named_missing(member: str, how: Any) -> None:
+    # The schema's required members (and params.query, required without params.target_id):
+    # absent or null, each is refused as missing, naming itself. Until 2026-12-07 a Task
+    # without job_type was "unsupported job_type" (job_type null, as if null were a type),
+    # and a missing key, params or tags were told the rule of a value they never had.
+    err = refused(how(member))
+
+    assert (err.code, err.http_status) == ("invalid_params", 400)
+    assert err.message == f"{member} is required"
+    assert err.detail == {"field": member}
+
+
+def test_a_missing_member_is_named_in_the_original_order() -> None:
+    # first failure wins: a missing job_type before a blank key, a missing key before bad labels
+    assert refused({"protocol_version": "1", "idempotency_key": ""}).detail == {"field": "job_type"}
+    err = refused({"protocol_version": "1", "job_type": "candidate_search", "labels": 5})
+    assert err.detail == {"field": "idempotency_key"}
+
+
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [("job_type", 3), ("job_type", ["candidate_search"]), ("job_type", "")],
+)
+def test_a_job_type_present_but_no_type_is_still_unsupported(member: str, value: Any) -> None:
+    # reference §1.5 step 3: any value present other than a supported type
+    assert refused(task(**{member: value})).detail["reason"] == "unsupported_job_type"
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"idempotency_key": 5}, "idempotency_key"),
+        ({"params": []}, "params"),
+        ({"params": "x"}, "params"),
+        ({"params": {"query": []}}, "params.query"),
+        ({"params": {"query": {"tags": "a"}}}, "params.query.tags"),
+        ({"params": {"query": {"tags": ["a"]}, "source": []}}, "params.source"),
+        ({"params": {"query": {"tags": ["a"]}, "constraints": "x"}}, "params.constraints"),
+        ({"params": {"query": {"tags": ["a"]}, "constraints": {"exclude": {}}}}, "params.constraints.exclude"),
+        ({"params": {"query": {"tags": ["a"]}, "constraints": {"exclude": [3]}}}, "params.constraints.exclude"),
+        ({"params": {"query": {"tags": ["a"]}, "constraints": {"limit": "3"}}}, "params.constraints.limit"),
+        ({"params": {"query": {"tags": ["a"]}, "constraints": {"work_types": "x"}}}, "params.constraints.work_types"),
+        ({"params": {"query": {"tags": ["a"], "expand": "yes"}}}, "params.query.expand"),
+    ],
+)
+def test_a_member_of_the_wrong_json_type_is_told_its_rule_not_missing(override: dict[str, Any], field: str) -> None:
+    err = refused(task(**override))
+
+    assert err.detail == {"field": field}
+    assert err.message.startswith(field) or err.message.startswith("each"), err.message
+    assert "required" not in err.message, err.message

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic_core import PydanticCustomError
 
-from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, supported_job_types
+from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, required_sentence, supported_job_types
 from curaflow.protocol.keys import MAX_KEY_LENGTH, key_refusal, normalise_key, storable
 
 MAX_CORRELATION_LENGTH = 200
@@ -48,10 +48,20 @@ EXCLUDE_KINDS = ("work", "candidate", "tag")
 #: ``correlationId`` says the same.
 STORABLE = "without NUL or a lone surrogate"
 
+#: The Task's required members (``$defs/Task``'s ``required``, and ``params.query.tags`` of
+#: ``params.query``): absent or ``null``, each is refused "<member> is required"
+#: (:func:`required_sentence`) — reference §1.5 says so of ``protocol_version``; since
+#: 2026-12-07 of each (before, a Task without ``job_type`` was "unsupported job_type", and
+#: a missing key, ``params`` or tags were told the rule of a value). ``params.query`` is
+#: required unless ``params.target_id`` is given (its own check says so).
+REQUIRED = ("protocol_version", "job_type", "idempotency_key", "params", "params.query.tags")
+
+
 #: The sentence of each member's rule (``detail.field`` → message), used for pydantic's
-#: own errors (missing member, wrong type) at that member.
+#: own errors (a wrong type) at that member; an absent member is told
+#: :func:`required_sentence` instead.
 RULES: dict[str, str] = {
-    "protocol_version": "protocol_version is required",
+    "protocol_version": required_sentence("protocol_version"),
     "idempotency_key": (
         "idempotency_key must be a non-blank string without control characters (line breaks, tabs…), "
         "NUL or a lone surrogate"
@@ -108,17 +118,26 @@ def refuse(field: str, message: str | None = None) -> PydanticCustomError:
     return PydanticCustomError("invalid_params", message or RULES[field])
 
 
+def missing(field: str) -> PydanticCustomError:
+    """The ``invalid_params`` error of a required member ``field`` given as ``null``
+    (:data:`REQUIRED`: a ``null`` is no value, told as an absent member is)."""
+    return PydanticCustomError("invalid_params", required_sentence(field))
+
+
 def check_protocol_version(value: Any) -> Any:
     """The rule of ``protocol_version``: a supported version (else ``unsupported_protocol_version``)."""
     if value is None:
-        raise refuse("protocol_version")
+        raise missing("protocol_version")
     if not isinstance(value, str) or value not in SUPPORTED_PROTOCOL_VERSIONS:
         raise PydanticCustomError("unsupported_protocol_version", "unsupported protocol_version")
     return value
 
 
 def check_job_type(value: Any) -> Any:
-    """The rule of ``job_type``: one of the supported job types (else ``unsupported_job_type``)."""
+    """The rule of ``job_type``: one of the supported job types (else ``unsupported_job_type``,
+    reference §1.5 step 3); ``null`` is no type: :func:`missing`."""
+    if value is None:
+        raise missing("job_type")
     if not isinstance(value, str) or value not in supported_job_types():
         raise PydanticCustomError("unsupported_job_type", "unsupported job_type")
     return value
@@ -127,6 +146,8 @@ def check_job_type(value: Any) -> Any:
 def check_idempotency_key(value: Any) -> Any:
     """The rule of ``idempotency_key``: read as :mod:`curaflow.protocol.keys` reads it; normalised."""
     # The one reading of a key (curaflow.protocol.keys), shared with the lookup and the legacy shim.
+    if value is None:
+        raise missing("idempotency_key")
     if not isinstance(value, str):
         raise refuse("idempotency_key")
     key = normalise_key(value)
@@ -177,6 +198,14 @@ def check_deadline_ms(value: Any) -> Any:
     return number
 
 
+def check_params(value: Any) -> Any:
+    """The rule of ``params`` before its members': ``null`` is :func:`missing` (any other value
+    is the params model's to read: an object, else "params must be an object")."""
+    if value is None:
+        raise missing("params")
+    return value
+
+
 def check_labels(value: Any) -> Any:
     """The rule of ``labels``: an object of storable strings."""
     if value is not None and (
@@ -215,6 +244,8 @@ def check_account(value: Any) -> Any:
 
 def check_tags(value: Any) -> Any:
     """The rule of ``params.query.tags``: 1 to :data:`MAX_TAGS` non-blank tags (trimmed)."""
+    if value is None:
+        raise missing("params.query.tags")
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_TAGS:
         raise refuse("params.query.tags")
     for tag in value:

@@ -18,6 +18,7 @@ from curaflow.protocol.models.rules import (
     check_idempotency_key,
     check_job_type,
     check_labels,
+    check_params,
     check_positive,
     check_protocol_version,
     check_tags,
@@ -123,10 +124,10 @@ class Task(RequestShape):
     """
 
     protocol_version: Annotated[str, BeforeValidator(check_protocol_version)]
-    job_type: Annotated[str, BeforeValidator(check_job_type)] = Field(default=None, validate_default=True)
+    job_type: Annotated[str, BeforeValidator(check_job_type)]
     idempotency_key: Annotated[str, BeforeValidator(check_idempotency_key)]
     correlation_id: Annotated[str | None, BeforeValidator(check_correlation_id)] = None
     callback_url: Annotated[str | None, BeforeValidator(check_callback_url)] = None
     deadline_ms: Annotated[int | None, BeforeValidator(check_deadline_ms)] = None
     labels: Annotated[dict[str, str] | None, BeforeValidator(check_labels)] = None
-    params: CandidateSearchParams
+    params: Annotated[CandidateSearchParams, BeforeValidator(check_params)]
