@@ -94,7 +94,10 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
         ``invalid_params`` (400) with ``detail.field`` — "<member> is required" for a member
         absent (pydantic's ``missing``; a ``null`` is refused so by its rule) — or, for the
         job type, ``detail.reason: unsupported_job_type`` with ``job_type`` and
-        ``supported``; for a body that is no object, :func:`object_refusal`'s.
+        ``supported`` — an absent or ``null`` one too, as reference §1.5 step 3 answers
+        every ``job_type`` but a supported one ("job_type is required", ``job_type: null``,
+        ``detail.field``: a consumer branching on the reason meets what the original
+        answered); for a body that is no object, :func:`object_refusal`'s.
     """
     # No input and no context: they may hold a lone surrogate, which errors() cannot encode.
     first = err.errors(include_url=False, include_input=False, include_context=False)[0]
@@ -116,6 +119,14 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
     name = _field(first["loc"])
     if not name:  # the body itself (validate_task refuses a non-object first)
         return object_refusal(body) or invalid_params("request body must be a JSON object")
+    if name == "job_type":  # absent or null: said missing, under the reference's reason (§1.5 step 3)
+        return invalid_params(
+            required_sentence(name),
+            reason="unsupported_job_type",
+            job_type=None,
+            supported=supported_job_types(),
+            field=name,
+        )
     if kind == "missing":
         message = required_sentence(name)
     elif kind == "invalid_params":

@@ -264,11 +264,14 @@ async def test_a_required_member_absent_is_refused_as_missing(stack: Stack) -> N
         del body[member]
         answer = await http.post("/jobs", json=body)
         assert answer.status_code == 400, (member, answer.text)
+        detail: dict[str, object] = {"field": member}
+        if member == "job_type":  # reference §1.5 step 3: every job_type but a supported one has this reason
+            detail |= {"reason": "unsupported_job_type", "job_type": None, "supported": ["candidate_search"]}
         assert answer.json()["error"] == {
             "code": "invalid_params",
             "message": f"{member} is required",
             "retryable": False,
-            "detail": {"field": member},
+            "detail": detail,
         }
 
 

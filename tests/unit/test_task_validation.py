@@ -263,12 +263,20 @@ def test_a_required_member_absent_or_null_is_named_missing(member: str, how: Any
 
     assert (err.code, err.http_status) == ("invalid_params", 400)
     assert err.message == f"{member} is required"
-    assert err.detail == {"field": member}
+    if member == "job_type":  # reference §1.5 step 3: every job_type but a supported one has this reason
+        assert err.detail == {
+            "field": "job_type",
+            "reason": "unsupported_job_type",
+            "job_type": None,
+            "supported": ["candidate_search"],
+        }
+    else:
+        assert err.detail == {"field": member}
 
 
 def test_a_missing_member_is_named_in_the_original_order() -> None:
     # first failure wins: a missing job_type before a blank key, a missing key before bad labels
-    assert refused({"protocol_version": "1", "idempotency_key": ""}).detail == {"field": "job_type"}
+    assert refused({"protocol_version": "1", "idempotency_key": ""}).detail["field"] == "job_type"
     err = refused({"protocol_version": "1", "job_type": "candidate_search", "labels": 5})
     assert err.detail == {"field": "idempotency_key"}
 
