@@ -4,8 +4,11 @@ The plans come from ``[[schedules]]`` in the configuration; the logic is in
 :mod:`curaflow.schedules`. The commands talk to the configured Temporal service
 (``TEMPORAL_ADDRESS``) or to the running ``curaflow dev`` stack of the state directory;
 they never start a stack of their own (a schedule on a throw-away server would be lost).
-Exit status: 0 on success, 1 when Temporal refused (unknown schedule…) or could not be
-reached, 2 for configuration or usage errors; ``misses``, which reads only the ledger, 3
+Exit status: 0 on success, 1 when Temporal refused or could not be reached, or the
+schedule is unknown or not curaflow's — ``trigger``, ``pause`` and ``unpause`` act only on
+a plan curaflow manages on ``temporal.task_queue``
+(:func:`curaflow.schedules.sync.managed_schedule`), never on another application's
+schedule or another stack's plan —, 2 for configuration or usage errors; ``misses``, which reads only the ledger, 3
 when the ledger could not be reached (as the other ledger commands:
 :func:`curaflow.cli.common.open_ledger`).
 """
@@ -240,7 +243,7 @@ def trigger(
 
     async def triggered(client: Client) -> plans.Triggered | None:
         async with ledger_pool(settings) as pool:
-            return await plans.trigger(client, schedule_id, pool=pool)
+            return await plans.trigger(client, schedule_id, task_queue=settings.temporal.task_queue, pool=pool)
 
     started = _run(settings, triggered)
     if started is None:
@@ -270,7 +273,7 @@ def pause(
 ) -> None:
     """Pause a plan (occurrences while paused are not run; `sync` restores the configured state)."""
     settings = settings_or_exit(config)
-    _run(settings, lambda c: plans.pause(c, schedule_id, note))
+    _run(settings, lambda c: plans.pause(c, schedule_id, note, task_queue=settings.temporal.task_queue))
     out_console.print(f"paused {schedule_id}")
 
 
@@ -282,7 +285,7 @@ def unpause(
 ) -> None:
     """Unpause a plan."""
     settings = settings_or_exit(config)
-    _run(settings, lambda c: plans.unpause(c, schedule_id, note))
+    _run(settings, lambda c: plans.unpause(c, schedule_id, note, task_queue=settings.temporal.task_queue))
     out_console.print(f"unpaused {schedule_id}")
 
 

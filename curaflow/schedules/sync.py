@@ -251,6 +251,46 @@ async def _owned(desc: ScheduleDescription, task_queue: str) -> bool:
     return bool(memo.get(MEMO_TASK_QUEUE) == task_queue)
 
 
+async def curaflows(desc: ScheduleDescription, plan: OccurrenceInput | None, task_queue: str) -> bool:
+    """Whether a schedule is a plan curaflow manages on ``task_queue`` — the one rule of
+    which schedules curaflow acts on (``sync``, ``trigger``, ``pause``, ``unpause``): its
+    action is a curaflow plan (``plan``, :func:`current_input`) of that task queue, or
+    curaflow created it for that task queue (its memo :data:`MEMO_TASK_QUEUE`, whatever its
+    action now holds: an edit by hand is still curaflow's to restore or pause). Another
+    application's schedule in the namespace, or a plan of another stack (another task
+    queue), is not."""
+    return (plan is not None and plan.task_queue == task_queue) or await _owned(desc, task_queue)
+
+
+def not_curaflows(schedule_id: str, task_queue: str) -> str:
+    """What is said of a schedule :func:`curaflows` refuses (the start of the message)."""
+    return (
+        f"schedule {schedule_id!r} is not a curaflow plan on task queue {task_queue!r} "
+        "(another application's schedule, or another stack's plan)"
+    )
+
+
+async def managed_schedule(
+    client: Client, schedule_id: str, task_queue: str
+) -> tuple[ScheduleDescription, OccurrenceInput | None]:
+    """The schedule of a plan curaflow manages on ``task_queue`` (:func:`curaflows`), described,
+    and the plan its action holds (None: edited by hand into no plan) — what every acting
+    verb asks first (2026-12-07: ``pause`` and ``unpause`` acted on any schedule of the
+    namespace, and ``trigger`` started another stack's plan).
+
+    Raises:
+        ScheduleError: no such schedule, or one that is not curaflow's: nothing is done.
+        temporalio.service.RPCError: Temporal refused the describe.
+    """
+    desc = await describe_schedule(client, schedule_id)
+    if desc is None:
+        raise ScheduleError(f"no schedule {schedule_id!r} (run `curaflow schedules sync` first)")
+    plan = await current_input(client, desc)
+    if not await curaflows(desc, plan, task_queue):
+        raise ScheduleError(f"{not_curaflows(schedule_id, task_queue)}: curaflow does not act on it; nothing done")
+    return desc, plan
+
+
 async def owned_schedule_ids(client: Client, task_queue: str) -> list[str]:
     """Ids of the schedules curaflow created for ``task_queue`` (from the visibility store)."""
     ids: list[str] = []
@@ -336,11 +376,8 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
                 await _say_never_runs(client, out[-1])
                 continue
         current = await current_input(client, desc)
-        if (current is None or current.task_queue != tq) and not await _owned(desc, tq):
-            raise ScheduleError(
-                f"schedule {plan.id!r} exists but is not a curaflow plan on task queue {tq!r}; "
-                "rename the plan or delete that schedule"
-            )
+        if not await curaflows(desc, current, tq):
+            raise ScheduleError(f"{not_curaflows(plan.id, tq)}: rename the plan or delete that schedule")
         changes = diff_plan(current, desc.schedule.state.paused, desired, plan)
         changes.update(diff_schedule(desc, build_schedule(settings, plan)))
         if not changes:

@@ -1,4 +1,10 @@
-"""The operator verbs on recurring plans: ``curaflow schedules list|trigger|pause|unpause``."""
+"""The operator verbs on recurring plans: ``curaflow schedules list|trigger|pause|unpause``.
+
+The acting verbs (``trigger``, ``pause``, ``unpause``) act only on a plan curaflow manages
+on the configured task queue (:func:`curaflow.schedules.sync.managed_schedule`, the rule
+``sync`` keeps to): never on another application's schedule in the namespace, nor on
+another stack's plan.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
-from temporalio.client import Client, ScheduleHandle
+from temporalio.client import Client
 
 from curaflow.config import Settings
 from curaflow.domain.occurrence import legacy_occurrence_job_id, occurrence_job_id, occurrence_minute_ms
 from curaflow.ledger.jobs import occurrence_of
-from curaflow.schedules.sync import ScheduleError, current_input, describe_schedule, owned_schedule_ids
+from curaflow.schedules.sync import (
+    ScheduleError,
+    current_input,
+    describe_schedule,
+    managed_schedule,
+    owned_schedule_ids,
+)
 
 
 @dataclass
@@ -65,12 +77,6 @@ async def describe_schedules(client: Client, settings: Settings) -> list[Schedul
     return views
 
 
-async def _handle(client: Client, schedule_id: str) -> ScheduleHandle:
-    if await describe_schedule(client, schedule_id) is None:
-        raise ScheduleError(f"no schedule {schedule_id!r} (run `curaflow schedules sync` first)")
-    return client.get_schedule_handle(schedule_id)
-
-
 @dataclass
 class Triggered:
     """The occurrence a trigger started: its nominal time and its job id."""
@@ -80,7 +86,7 @@ class Triggered:
 
 
 async def trigger(
-    client: Client, schedule_id: str, wait_s: float = 10.0, pool: asyncpg.Pool | None = None
+    client: Client, schedule_id: str, *, task_queue: str, wait_s: float = 10.0, pool: asyncpg.Pool | None = None
 ) -> Triggered | None:
     """Start an occurrence now and tell which job it is.
 
@@ -94,6 +100,8 @@ async def trigger(
     2026-12-07 it was always the latter, not the job's when the occurrence joined one.
 
     Args:
+        task_queue: curaflow's main task queue (``temporal.task_queue``): the plan must be
+            curaflow's there (:func:`~curaflow.schedules.sync.managed_schedule`).
         wait_s: how long to wait for Temporal to record the action.
         pool: the ledger, to name the job the occurrence joins.
 
@@ -102,16 +110,16 @@ async def trigger(
         overlap policy skipped it because the previous occurrence still runs).
 
     Raises:
-        ScheduleError: unknown schedule, or one whose action is no curaflow plan (edited by
-            hand, or a schedule of the namespace that is not curaflow's): nothing is
-            triggered. Until 2026-12-07 the action was started and a job id printed in UTC,
-            a job that never exists (the trampoline refuses the input, admitting nothing).
+        ScheduleError: unknown schedule, one that is not curaflow's on ``task_queue``
+            (another application's, another stack's plan), or curaflow's whose action is no
+            plan (edited by hand): nothing is triggered. Until 2026-12-07 the action was
+            started and a job id printed in UTC, a job that never exists (the trampoline
+            refuses the input, admitting nothing).
     """
-    handle = await _handle(client, schedule_id)
-    desc = await handle.describe()
+    desc, inp = await managed_schedule(client, schedule_id, task_queue)
+    handle = client.get_schedule_handle(schedule_id)
     seen = {(a.scheduled_at, getattr(a.action, "workflow_id", "")) for a in desc.info.recent_actions}
     skipped = desc.info.num_actions_skipped_overlap
-    inp = await current_input(client, desc)
     if inp is None:
         raise ScheduleError(
             f"schedule {schedule_id!r}: its action is no curaflow plan (edited by hand, or not curaflow's), "
@@ -147,19 +155,27 @@ async def _occurrence_job_id(pool: asyncpg.Pool | None, schedule_id: str, at: da
         return await occurrence_of(conn, schedule_id, minute, ids) or job_id
 
 
-async def pause(client: Client, schedule_id: str, note: str = "paused by curaflow schedules pause") -> None:
-    """Pause a schedule (``sync`` restores the configured state).
+async def pause(
+    client: Client, schedule_id: str, note: str = "paused by curaflow schedules pause", *, task_queue: str
+) -> None:
+    """Pause a plan curaflow manages on ``task_queue`` (``sync`` restores the configured state).
 
     Raises:
-        ScheduleError: unknown schedule.
+        ScheduleError: unknown schedule, or one that is not curaflow's on ``task_queue``
+            (:func:`~curaflow.schedules.sync.managed_schedule`): nothing is paused.
     """
-    await (await _handle(client, schedule_id)).pause(note=note)
+    await managed_schedule(client, schedule_id, task_queue)
+    await client.get_schedule_handle(schedule_id).pause(note=note)
 
 
-async def unpause(client: Client, schedule_id: str, note: str = "unpaused by curaflow schedules unpause") -> None:
-    """Unpause a schedule.
+async def unpause(
+    client: Client, schedule_id: str, note: str = "unpaused by curaflow schedules unpause", *, task_queue: str
+) -> None:
+    """Unpause a plan curaflow manages on ``task_queue``.
 
     Raises:
-        ScheduleError: unknown schedule.
+        ScheduleError: unknown schedule, or one that is not curaflow's on ``task_queue``
+            (:func:`~curaflow.schedules.sync.managed_schedule`): nothing is unpaused.
     """
-    await (await _handle(client, schedule_id)).unpause(note=note)
+    await managed_schedule(client, schedule_id, task_queue)
+    await client.get_schedule_handle(schedule_id).unpause(note=note)

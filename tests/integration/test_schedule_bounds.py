@@ -48,7 +48,7 @@ async def test_an_occurrence_is_bounded_by_its_job_s_run_and_sync_bounds_a_sched
         assert action.execution_timeout == bound
 
         # the occurrence Temporal starts carries it (no worker: it waits, bounded)
-        await plans.trigger(client, plan_id)
+        await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
 
         async def started() -> str | None:
             recent = (await handle.describe()).info.recent_actions

@@ -47,7 +47,7 @@ async def test_an_occurrence_no_target_of_which_is_configured_where_it_is_admitt
         # the worker that takes the occurrence still runs the configuration before it
         stack.reconfigure({"schedules": [], "targets": config["targets"][:1]})
         await stack.start_worker()
-        triggered = await plans.trigger(client, plan_id)
+        triggered = await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
         assert triggered is not None
         nominal_ms = occurrence_minute_ms(int(triggered.scheduled_at.timestamp() * 1000))  # its job id's minute
 

@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 from temporalio.client import (
     Client,
+    Schedule,
     ScheduleActionExecutionStartWorkflow,
     ScheduleActionResult,
     ScheduleActionStartWorkflow,
     ScheduleDescription,
+    ScheduleSpec,
+    ScheduleState,
     ScheduleUpdate,
     ScheduleUpdateInput,
     WorkflowExecutionStatus,
@@ -28,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from curaflow import schedules as plans
 from curaflow.schedules.watch import WATCH_LOCK_KEY
 from tests.conftest import StackFactory
-from tests.integration.test_schedules import _cleanup, plan_config
+from tests.integration.test_schedules import _cleanup, curaflow, plan_config
 from tests.jobs_support import scheduled_jobs
 from tests.support import closed_status, eventually, short_id
 
@@ -383,8 +386,61 @@ async def test_a_trigger_of_a_schedule_whose_action_is_no_plan_is_refused_and_st
 
         await handle.update(junk)
         with pytest.raises(plans.ScheduleError) as refused:
-            await plans.trigger(client, plan_id, wait_s=2, pool=pool)
+            await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue, wait_s=2, pool=pool)
         assert "no curaflow plan" in str(refused.value) and "curaflow schedules sync" in str(refused.value)
         assert (await handle.describe()).info.num_actions == 0  # nothing started
     finally:
         await _cleanup(client, plan_id)
+
+
+async def test_the_acting_verbs_refuse_a_schedule_that_is_not_curaflows_and_change_nothing(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    """``curaflow schedules pause`` and ``unpause`` acted on any schedule of the namespace:
+    another application's, or a curaflow plan of another stack (another task queue) — an
+    operator could pause someone else's Temporal schedule through curaflow, and ``trigger``
+    started another stack's plan. Each acting verb refuses a schedule that is not a plan
+    curaflow manages on its task queue (``sync``'s rule), changes nothing, and the command
+    exits 1 naming why; curaflow's own plan is paused and unpaused as before."""
+    plan_id, theirs, other_stacks = f"plan-{short_id()}", f"theirs-{short_id()}", f"other-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client, tq = temporal_client, stack.settings.temporal.task_queue
+    other = stack.settings.model_copy(
+        update={
+            "temporal": stack.settings.temporal.model_copy(update={"task_queue": f"{tq}-other"}),
+            "schedules": [stack.settings.schedules[0].model_copy(update={"id": other_stacks})],
+        }
+    )
+    try:
+        await client.create_schedule(
+            theirs,
+            Schedule(
+                action=ScheduleActionStartWorkflow("TheirWorkflow", id=f"{theirs}-run", task_queue="theirs"),
+                spec=ScheduleSpec(cron_expressions=["0 3 * * *"]),
+                state=ScheduleState(note="theirs"),
+            ),
+        )
+        await plans.sync_schedules(client, other)
+        for sid in (theirs, other_stacks):
+            for verb in (plans.pause, plans.unpause):
+                with pytest.raises(plans.ScheduleError) as refused:
+                    await verb(client, sid, task_queue=tq)
+                assert "not a curaflow plan" in str(refused.value) and repr(tq) in str(refused.value)
+            with pytest.raises(plans.ScheduleError):
+                await plans.trigger(client, sid, task_queue=tq, wait_s=1)
+            desc = await client.get_schedule_handle(sid).describe()
+            assert not desc.schedule.state.paused and desc.info.num_actions == 0
+        assert (await client.get_schedule_handle(theirs).describe()).schedule.state.note == "theirs"
+
+        shown = await curaflow("schedules", "pause", theirs, config=stack.config_path)
+        assert shown.returncode == 1 and "not a curaflow plan" in shown.stderr, shown
+        assert not (await client.get_schedule_handle(theirs).describe()).schedule.state.paused
+
+        await plans.sync_schedules(client, stack.settings)
+        await plans.pause(client, plan_id, task_queue=tq)
+        assert (await client.get_schedule_handle(plan_id).describe()).schedule.state.paused
+        await plans.unpause(client, plan_id, task_queue=tq)
+        assert not (await client.get_schedule_handle(plan_id).describe()).schedule.state.paused
+    finally:
+        for sid in (plan_id, theirs, other_stacks):
+            await _cleanup(client, sid)

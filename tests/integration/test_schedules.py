@@ -75,7 +75,7 @@ async def test_sync_is_idempotent_prints_updates_and_deletes(
         )
         assert [c.render() for c in deleted] == [f"- {plan_id}"]
         with pytest.raises(plans.ScheduleError):
-            await plans.trigger(client, plan_id)
+            await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
     finally:
         await _cleanup(client, plan_id)
 
@@ -102,7 +102,7 @@ async def test_sync_with_no_plan_configured_deletes_nothing_without_allow_empty(
         assert allowed.returncode == 0, allowed.stderr
         assert f"- {plan_id}" in allowed.stdout
         with pytest.raises(plans.ScheduleError):
-            await plans.trigger(client, plan_id)
+            await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
     finally:
         await _cleanup(client, plan_id)
 
@@ -152,7 +152,7 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
     try:
         await plans.sync_schedules(client, stack.settings)
         before = datetime.now(UTC)
-        await plans.trigger(client, plan_id)
+        await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
         rows = await eventually(lambda: scheduled_jobs(stack, plan_id), what="scheduled job in the ledger")
         after = datetime.now(UTC)
         assert len(rows) == 1
@@ -259,8 +259,8 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         pool = await stack.ledger()
         assert await plans.watch_tick(pool, client, stack.settings) == []
         # no worker yet: the first occurrence's trampoline stays open, the second is skipped
-        await plans.trigger(client, plan_id)
-        await plans.trigger(client, plan_id)
+        await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
+        await plans.trigger(client, plan_id, task_queue=stack.settings.temporal.task_queue)
 
         async def skipped() -> Any:
             return (await client.get_schedule_handle(plan_id).describe()).info.num_actions_skipped_overlap
