@@ -290,13 +290,18 @@ class EmbeddedStack:
         await self.stop()
 
     def worker_env(self) -> dict[str, str]:
-        """Environment of a worker process of this stack."""
+        """Environment of a worker process of this stack (with the address of the stack's
+        dev server as :data:`~curaflow.temporal.namespace.EMBEDDED_SERVER_ENV`)."""
         assert self.settings.temporal.address and self.settings.database.url
+        from curaflow.temporal.namespace import EMBEDDED_SERVER_ENV
+
         env = child_env(
             TEMPORAL_ADDRESS=self.settings.temporal.address,
             DATABASE_URL=self.settings.database.url,
             CURAFLOW_STATE_DIR=str(self.state_dir),
         )
+        # the stack's own dev server: the workers' namespace warnings say the setting, as the stack's
+        env[EMBEDDED_SERVER_ENV] = self.settings.temporal.address
         if self.base._toml_path is not None:
             env["CURAFLOW_CONFIG"] = str(self.base._toml_path.resolve())
         if self.replay is not None:  # the stack's one replay server, for every worker

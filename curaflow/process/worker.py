@@ -93,7 +93,7 @@ from curaflow.temporal.connection import (
     start_job_workflow,
     temporal_refusal,
 )
-from curaflow.temporal.namespace import prepare_namespace
+from curaflow.temporal.namespace import SetupReport, embedded_server, prepare_namespace
 from workflows.event_push import EventPushWorkflow
 from workflows.job import JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
@@ -291,6 +291,24 @@ WORKER_STOP_MARGIN_S = 10.0
 TEMPORAL_PROBE_S = 5.0
 
 
+async def prepare_worker_namespace(client: Client, settings: Settings) -> SetupReport:
+    """The namespace and its search attributes made ready at a worker's start
+    (:func:`~curaflow.temporal.namespace.prepare_namespace`); on the embedded stack's dev
+    server (:func:`~curaflow.temporal.namespace.embedded_server`) its warnings say what the
+    stack's own setup says (until 2026-12-07 the stack's workers logged a ``temporal
+    operator`` command for the stack's server, the stack the setting).
+
+    Raises:
+        curaflow.temporal.namespace.TemporalSetupError: it cannot be made ready.
+    """
+    return await prepare_namespace(
+        client,
+        retention=timedelta(days=settings.temporal.namespace_retention_days),
+        timeout_s=settings.temporal.setup_timeout_ms / 1000,
+        embedded=embedded_server(settings.temporal.address),
+    )
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run a worker process until ``stop`` is set (or SIGINT/SIGTERM when None).
 
@@ -356,11 +374,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         )
         obs = settings.observability
         client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
-        await prepare_namespace(
-            client,
-            retention=timedelta(days=settings.temporal.namespace_retention_days),
-            timeout_s=settings.temporal.setup_timeout_ms / 1000,
-        )
+        await prepare_worker_namespace(client, settings)
         replay: BackgroundServer | None = None
         if settings.pixiv.replay and not settings.pixiv.api_url:
             from curaflow.sources.pixiv.replay.app import create_replay_app

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -317,15 +318,32 @@ async def ensure_nexus_endpoint(
     return True, None
 
 
+#: The variable through which the embedded stack (``curaflow dev``, ``curaflow run``) tells
+#: each worker process it starts the address of its own Temporal dev server
+#: (:meth:`curaflow.devstack.stack.EmbeddedStack.worker_env`): :func:`embedded_server`.
+EMBEDDED_SERVER_ENV = "CURAFLOW_EMBEDDED_TEMPORAL_ADDRESS"
+
+
+def embedded_server(address: str | None) -> bool:
+    """Whether ``address`` (the process's ``temporal.address``) is the embedded stack's dev
+    server: the stack that started this process named it so (:data:`EMBEDDED_SERVER_ENV`).
+    A process given another address — the variable inherited by a worker pointed elsewhere —
+    is not on it."""
+    return bool(address) and os.environ.get(EMBEDDED_SERVER_ENV, "").strip() == address
+
+
 def retention_differs(namespace: str, actual: timedelta, configured: timedelta, *, address: str, embedded: bool) -> str:
     """The warning of a namespace keeping closed executions ``actual``, not the
     ``configured`` retention, with a fix that works where it is read.
 
-    On a server curaflow does not own (``address``): the ``temporal operator`` command that
-    changes it there, or the configuration of ``actual``. On the embedded dev server
-    (``embedded``): the setting alone — the dev server registers its namespace keeping 1
-    day, and ``curaflow run``'s stops with the command, before its output is read (until
-    2026-12-07 the command named that stopped server's address: a newcomer's finding).
+    The one owner of the message, for ``curaflow temporal-setup``, the embedded stack and
+    every worker (through :func:`prepare_namespace`). On a server curaflow does not own
+    (``address``): the ``temporal operator`` command that changes it there, or the
+    configuration of ``actual``. On the embedded dev server (``embedded``: the stack's own
+    setup, and its workers — :func:`embedded_server`): the setting alone — the dev server
+    registers its namespace keeping 1 day, and ``curaflow run``'s stops with the command,
+    before its output is read (until 2026-12-07 the command named that stopped server's
+    address: a newcomer's finding; the stack's workers logged it until later that day).
     ``temporal.namespace_retention_days`` is whole days: ``actual`` in other units is not
     offered as its value.
     """

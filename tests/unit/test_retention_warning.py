@@ -74,3 +74,36 @@ async def test_a_server_curaflow_does_not_own_is_told_the_command_on_its_address
         in warning
     )
     assert "configure 1 day" in warning
+
+
+async def test_the_embedded_stacks_workers_say_the_setting_as_the_stack_does(
+    dev_server_namespace: list[SetupReport], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The workers ``curaflow dev`` and ``curaflow run`` start logged, at each start, the
+    ``temporal operator namespace update --address 127.0.0.1:<port>`` command for the
+    stack's own dev server (they did not know the server was the stack's), while the stack
+    itself said the setting: two advices for one warning. A worker of the stack says the
+    stack's; a worker whose Temporal is another server keeps the command."""
+    from curaflow.process import worker
+
+    settings = Settings().model_copy(
+        update={
+            "temporal": Settings().temporal.model_copy(update={"address": "127.0.0.1:40123"}),
+            "database": Settings().database.model_copy(update={"url": "postgresql://u@127.0.0.1:1/db"}),
+            "state_dir": tmp_path,
+        }
+    )
+    env = devstack.EmbeddedStack(settings).worker_env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client: Any = await connection.connect("127.0.0.1:40123", "default")
+    [warning] = (await worker.prepare_worker_namespace(client, settings)).warnings
+    assert "temporal operator" not in warning and "40123" not in warning
+    assert "CURAFLOW_TEMPORAL__NAMESPACE_RETENTION_DAYS=1" in warning
+
+    elsewhere = settings.model_copy(
+        update={"temporal": settings.temporal.model_copy(update={"address": "temporal.example:7233"})}
+    )
+    client = await connection.connect("temporal.example:7233", "default")
+    [warning] = (await worker.prepare_worker_namespace(client, elsewhere)).warnings
+    assert "temporal operator namespace update --address temporal.example:7233" in warning
