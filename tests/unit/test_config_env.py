@@ -397,3 +397,43 @@ def test_what_could_not_be_read_is_named_the_file_only_when_it_is_the_files(
     denied = PermissionError(13, "Permission denied", str(path))
     assert _unreadable(denied, path) == f"cannot read config {path}: {denied}"
     assert _unreadable(denied, None) == f"cannot read configuration: {denied}"  # a secret file's, no config
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("CURAFLOW_SCHEDULES", '[{"id": "nightly"', "a JSON array"),
+        ("CURAFLOW_TARGETS", "{x", "a JSON array"),
+        ("CURAFLOW_ROUTES", "[", "a JSON object"),
+        ("CURAFLOW_TEMPORAL", "{bad", "a JSON object"),
+        ("CURAFLOW_API__CALLBACK_ALLOWED_HOSTS", '["hooks.example",', "a JSON array"),
+        ("curaflow_pixiv__accounts", "{second", "a JSON object"),
+    ],
+)
+def test_a_value_that_is_no_json_names_its_variable_and_what_was_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, expected: str
+) -> None:
+    """A variable whose value must be JSON (a list, a table) and is none was reported as
+    ``cannot read configuration: error parsing value for field "schedules" from source
+    "CuraflowEnv"``: pydantic-settings' class, not the variable to fix nor what it takes.
+    The line names the variable as set and the JSON expected (never its value: it may hold a
+    secret); a secret file alike."""
+    for name in [k for k in os.environ if k.upper().startswith("CURAFLOW_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as raised:
+        load_settings(None)
+    said = str(raised.value)
+    assert said.startswith(f"cannot read configuration: environment variable {variable}: not {expected} "), said
+    assert "CuraflowEnv" not in said and value not in said, said
+
+    monkeypatch.delenv(variable)
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / variable).write_text(value + "\n")
+    monkeypatch.setenv("CURAFLOW_SECRETS_DIR", str(secrets))
+    with pytest.raises(ConfigError) as raised:
+        load_settings(None)
+    said = str(raised.value)
+    assert said.startswith(f"cannot read configuration: secret file {secrets / variable}: not {expected} "), said
+    assert "_Files" not in said, said
