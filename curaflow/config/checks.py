@@ -201,6 +201,39 @@ def check_days(targets: Sequence[TargetConfig]) -> None:
         raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
 
 
+#: The least value of each bound of a target's ``filters`` that some work can pass, with the
+#: rule's source (:func:`check_filters`). A bound below it filters every work out
+#: (:func:`curaflow.sources.filters.reject_reason`): every job of the target finds nothing.
+#: ``min_bookmarks`` has no such floor (below 0 it passes every work: no filter, not none),
+#: and a first day after the last is :data:`ORDERED_SETTINGS`'s.
+FILTER_FLOORS: dict[str, tuple[int, str]] = {
+    "max_page_count": (1, "a work has at least one page (Pixiv's page_count), so every work is filtered out"),
+}
+
+
+def check_filters(targets: Sequence[TargetConfig]) -> None:
+    """Refuse every bound of a target's ``filters`` below its :data:`FILTER_FLOORS` — one no
+    work can pass — naming the target, the setting and its value. Until 2026-12-07
+    ``max_page_count = 0`` loaded, and every job of the target found nothing, for ever.
+
+    Raises:
+        SettingsProblem: naming every such setting.
+    """
+    found = [
+        (
+            loc,
+            f"{dotted(loc)} ({value}) of target {target.id!r} is below {floor}: {why}; every job of the target "
+            "finds nothing",
+        )
+        for index, target in enumerate(targets)
+        for key, (floor, why) in FILTER_FLOORS.items()
+        if (value := getattr(target.filters, key)) is not None and value < floor
+        for loc in [("targets", index, "filters", key)]
+    ]
+    if found:
+        raise SettingsProblem("; ".join(text for _, text in found), [loc for loc, _ in found])
+
+
 #: The most characters of a refused query word a report repeats.
 QUERY_WORD_SHOWN = 80
 

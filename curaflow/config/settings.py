@@ -25,6 +25,7 @@ from curaflow.config.budgets import SOURCE_HEARTBEAT_FLOOR_MS, BudgetSettings
 from curaflow.config.checks import (
     check_days,
     check_durations,
+    check_filters,
     check_ordered,
     check_query_words,
     check_references,
@@ -234,6 +235,7 @@ class Settings(BaseSettings, BooleansAreNoNumbers):
         check_references(self)
         check_durations(self)
         check_days(self.targets)
+        check_filters(self.targets)
         check_ordered(self)  # after check_days: it compares the days as written
         self.state_dir = self.state_dir.expanduser().resolve()
         if self.artifacts_dir is None:
