@@ -44,7 +44,7 @@ from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import initialise_series, record_api_answer, render_latest, set_api_up
-from curaflow.observability.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
+from curaflow.observability.supervision import EXIT_LOOP_FAILED, Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.process.http_methods import MethodRules
 from curaflow.temporal.connection import connect_configured
@@ -219,6 +219,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
 
         def failed(reason: str) -> None:
             app.state.failure = reason
+            app.state.failure_status = supervisor.exit_status  # 3, or 2 for a refused configuration
             if on_fatal is not None:
                 on_fatal(reason)
 
@@ -288,6 +289,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     )
     app.state.settings = settings
     app.state.failure = None
+    app.state.failure_status = EXIT_LOOP_FAILED
     app.state.stopping = asyncio.Event()  # set by begin_shutdown
     app.state.supervisor = None
     app.state.page_reads = PageReads()  # long polls woken together read their page once

@@ -22,6 +22,7 @@ from curaflow.ledger.db import OPEN_ERRORS, UnreadableLedgerUrl, create_pool, is
 from curaflow.observability.console import text_console
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import EXIT_CANNOT_START
+from curaflow.observability.supervision import EXIT_CONFIGURATION as SUPERVISION_EXIT_CONFIGURATION
 from curaflow.temporal.connection import TemporalConnectError, connect_configured, describe_service, temporal_refusal
 
 err_console = text_console(stderr=True)
@@ -138,8 +139,10 @@ def temporal_where(settings: Settings) -> str:
 EXIT_LEDGER_UNREACHABLE = 3
 
 #: Exit status of a command whose configuration cannot work (a setting refused, a
-#: ``DATABASE_URL`` asyncpg cannot use): the same 2 as a usage error.
-EXIT_CONFIGURATION = 2
+#: ``DATABASE_URL`` asyncpg cannot use): the same 2 as a usage error, and as a service
+#: whose loop could not recover from a refusal of its configuration
+#: (:data:`curaflow.observability.supervision.EXIT_CONFIGURATION`, its owner).
+EXIT_CONFIGURATION = SUPERVISION_EXIT_CONFIGURATION
 
 #: Where a command's ledger is, as :func:`open_ledger`'s message names it.
 LEDGER_CONFIGURED = "PostgreSQL at DATABASE_URL / database.url"

@@ -30,7 +30,6 @@ from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
 from curaflow.observability.logs import configure_logging
-from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
 from curaflow.process.httpserver import (
     WEBSOCKETS,
@@ -186,7 +185,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
         out_console.print("stopped.")
     if stack.api_failure is not None:
         error(f"the API's background loop could not recover: {stack.api_failure}")
-        raise typer.Exit(EXIT_LOOP_FAILED)
+        raise typer.Exit(stack.api_failure_status)
 
 
 async def watch_dev_stack(stack: EmbeddedStack, stop: asyncio.Event, every_s: float = 2.0) -> None:
@@ -259,7 +258,9 @@ def api(
     Exit status (docs/operations.md, "Exit status"): 2 when it cannot start — the
     configuration is incomplete, the port is taken (``--port`` / ``api.port``), PostgreSQL
     does not answer at start; 3 when a background loop of the API (reconciler, LISTEN
-    connection, workflow starter) cannot recover.
+    connection, workflow starter) cannot recover — 2 when what it cannot recover from is a
+    refusal of its configuration (Temporal's of its access or namespace, PostgreSQL's of its
+    login or database), which no restart changes.
     """
     # The docstring is the command's --help (no cross-reference roles there,
     # tests/unit/test_cli_help.py); the statuses are curaflow.observability.supervision's.
@@ -282,7 +283,7 @@ def api(
     server: StoppingServer | None = None
 
     def failed(_reason: str) -> None:
-        arm_hard_exit()
+        arm_hard_exit(app.state.failure_status)
         if server is not None:
             server.should_exit = True  # uvicorn's own graceful shutdown
 
@@ -340,7 +341,7 @@ def api(
         raise typer.Exit(EXIT_CANNOT_START)
     if app.state.failure is not None:
         error(f"a background loop could not recover: {app.state.failure}")
-        raise typer.Exit(EXIT_LOOP_FAILED)
+        raise typer.Exit(app.state.failure_status)
 
 
 def temporal_setup(

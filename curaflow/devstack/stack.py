@@ -31,6 +31,7 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir, secure_state_dir, write_private
 from curaflow.process.httpserver import BackgroundServer, bounded_http
 
@@ -275,6 +276,8 @@ class EmbeddedStack:
         #: Set when the in-process API's background loop could not recover.
         self.api_failed = asyncio.Event()
         self.api_failure: str | None = None
+        #: The status the stack's command exits with for it (3, or 2 for a refused configuration).
+        self.api_failure_status = EXIT_LOOP_FAILED
         self.lock = StackLock(self.state_dir)
         self._published = False
 
@@ -342,6 +345,7 @@ class EmbeddedStack:
 
     def _api_fatal(self, reason: str) -> None:
         self.api_failure = reason
+        self.api_failure_status = self._api_app.state.failure_status
         self.api_failed.set()
 
     async def start(self) -> None:

@@ -261,6 +261,21 @@ def is_unavailable(err: BaseException) -> bool:
     return False
 
 
+#: SQLSTATEs that refuse this process's login, whatever it asks: class 28 (invalid
+#: authorization: a password rotated, a role gone — PostgreSQL Appendix A) and 3D000 (the
+#: database named does not exist).
+LOGIN_REFUSED_SQLSTATE_CLASSES: frozenset[str] = frozenset({"28"})
+LOGIN_REFUSED_SQLSTATES: frozenset[str] = frozenset({"3D000"})
+
+
+def refused_login(err: BaseException) -> bool:
+    """Whether ``err`` is PostgreSQL refusing this process's login or database
+    (:data:`LOGIN_REFUSED_SQLSTATE_CLASSES`, :data:`LOGIN_REFUSED_SQLSTATES`): its
+    configuration (``DATABASE_URL``), which no later try of the same process changes."""
+    code = getattr(err, "sqlstate", None)
+    return isinstance(code, str) and (code[:2] in LOGIN_REFUSED_SQLSTATE_CLASSES or code in LOGIN_REFUSED_SQLSTATES)
+
+
 def refused_statement(err: BaseException) -> str | None:
     """The SQLSTATE of PostgreSQL refusing the statement itself: the ledger answered, and the
     answer is no outage (:func:`is_unavailable`) — a constraint the rows break (23xxx), an

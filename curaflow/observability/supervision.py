@@ -22,7 +22,10 @@ the workflow starter and the Temporal connection. The rule:
   exited the process on one failed tick until 2026-12-07) cannot recover by itself: the supervisor logs
   ``background.loop_unrecoverable`` and fails the process, which exits with status
   :data:`EXIT_LOOP_FAILED` (3) so that its own supervisor (Docker, systemd, Kubernetes,
-  ``curaflow dev``) restarts it. Loops declared ``fatal=False`` are only counted and
+  ``curaflow dev``) restarts it — or :data:`EXIT_CONFIGURATION` (2) when the loop's last
+  failure is a refusal of the process's configuration, which no restart changes
+  (:func:`exit_status_of`: Temporal refusing its access or namespace, PostgreSQL its login
+  or database; since 2026-12-07). Loops declared ``fatal=False`` are only counted and
   reported (the API keeps serving reads from the ledger while Temporal is away).
 * A **critical task** (:meth:`Supervisor.critical`) — a Temporal ``Worker.run`` — is not
   restarted: if it ends before the process stops, whatever the reason, the process
@@ -55,13 +58,45 @@ EXIT_LOOP_FAILED = 3
 #: its configuration is invalid or incomplete, a port it must listen on is taken, or
 #: Temporal / PostgreSQL did not answer at start (docs/operations.md, "Exit status").
 EXIT_CANNOT_START = 2
+#: Exit status of a process (or command) whose configuration cannot work: the same 2 as
+#: one that cannot start — also a running process whose loop could not recover from a
+#: refusal of its configuration (:func:`exit_status_of`).
+EXIT_CONFIGURATION = 2
+#: What the reason of such a failure adds.
+CONFIGURATION_REFUSED = (
+    "a refusal of this process's configuration (its Temporal credentials, permissions or namespace; "
+    "its PostgreSQL login or database): restarting does not help, fix the configuration"
+)
+
+
+def exit_status_of(error: BaseException | None) -> int:
+    """The exit status of a process failed by a loop whose last failure is ``error``:
+    :data:`EXIT_CONFIGURATION` for a refusal of the process's configuration — Temporal's of
+    its access or namespace (:func:`curaflow.temporal.answers.refused_configuration`),
+    PostgreSQL's of its login or database (:func:`curaflow.ledger.db.refused_login`) — which
+    no restart changes; else :data:`EXIT_LOOP_FAILED` ("restart me": an outage, a bug).
+    Until 2026-12-07 every such failure exited 3, and the reconciler refused its namespace
+    was restarted into the same refusal every ``supervision.fatal_after_ms``."""
+    from curaflow.ledger.db import refused_login
+    from curaflow.temporal.answers import refused_configuration
+
+    if error is not None and (refused_configuration(error) or refused_login(error)):
+        return EXIT_CONFIGURATION
+    return EXIT_LOOP_FAILED
+
+
 #: After a failure, a process that has not finished its graceful shutdown within this
 #: many seconds is ended with :func:`os._exit` (a hung shutdown must not keep it alive).
 HARD_EXIT_AFTER_S = 60.0
 
 
 class LoopFailed(Exception):
-    """A background loop could not recover: the process must exit :data:`EXIT_LOOP_FAILED`."""
+    """A background loop could not recover: the process must exit ``status``
+    (:data:`EXIT_LOOP_FAILED`, or :data:`EXIT_CONFIGURATION`: :func:`exit_status_of`)."""
+
+    def __init__(self, reason: str, status: int = EXIT_LOOP_FAILED) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,8 @@ class Supervisor:
         self.stop = stop
         self.policy = policy or SupervisionPolicy()
         self.failure: str | None = None
+        #: The status the process exits with once failed (:func:`exit_status_of`).
+        self.exit_status = EXIT_LOOP_FAILED
         self._on_fatal = on_fatal
         self._loops: dict[str, LoopState] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -251,9 +288,11 @@ class Supervisor:
             try:
                 await run
                 error = "ended"
+                cause: BaseException | None = None
             except asyncio.CancelledError:
                 raise
             except Exception as err:
+                cause = err
                 error = redacted(f"{type(err).__name__}: {err}")  # /ready and the exit reason say it
                 if not self.stop.is_set():
                     log.error("background.loop_failed", loop=name, error=error, exc_info=err)
@@ -266,7 +305,7 @@ class Supervisor:
             state.failures += 1
             state.last_error = error
             metrics.record_background_error(name)
-            self.fail(name, f"{name} {error}")
+            self.fail(name, f"{name} {error}", cause)
 
         self._tasks.append(asyncio.create_task(watch(), name=f"critical:{name}"))
         return state
@@ -288,12 +327,20 @@ class Supervisor:
             await asyncio.wait_for(self.stop.wait(), timeout=max(0.0, seconds))
         return self.stop.is_set()
 
-    def fail(self, loop: str, reason: str) -> None:
-        """Fail the process (once): log, call ``on_fatal``, arm the hard-exit timer."""
+    def fail(self, loop: str, reason: str, error: BaseException | None = None) -> None:
+        """Fail the process (once): log, call ``on_fatal``, arm the hard-exit timer.
+
+        Args:
+            error: the loop's last failure, which decides :attr:`exit_status`
+                (:func:`exit_status_of`; a refusal of the configuration says so in the reason).
+        """
         if self.failure is not None:
             return
+        self.exit_status = exit_status_of(error)
+        if self.exit_status == EXIT_CONFIGURATION:
+            reason = f"{reason} — {CONFIGURATION_REFUSED}"
         self.failure = reason
-        log.error("background.loop_unrecoverable", loop=loop, reason=reason, exit_status=EXIT_LOOP_FAILED)
+        log.error("background.loop_unrecoverable", loop=loop, reason=reason, exit_status=self.exit_status)
         if self._on_fatal is not None:
             self._on_fatal(reason)
 
@@ -373,7 +420,7 @@ class Supervisor:
                 exc_info=error,
             )
             if state.fatal and down_s > self.policy.fatal_after_s:
-                self.fail(state.name, f"{state.name} has not recovered for {down_s:.0f} s: {state.last_error}")
+                self.fail(state.name, f"{state.name} has not recovered for {down_s:.0f} s: {state.last_error}", error)
                 if self._on_fatal is not None:
                     return  # the process is going down; without a handler, keep trying
             if await self.sleep(retry_in):

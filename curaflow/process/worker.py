@@ -70,7 +70,6 @@ from curaflow.observability.logs import configure_logging, get_logger
 from curaflow.observability.metrics import initialise_series, set_worker_up
 from curaflow.observability.supervision import (
     EXIT_CANNOT_START,
-    EXIT_LOOP_FAILED,
     Beat,
     LoopFailed,
     SupervisionPolicy,
@@ -359,7 +358,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             assert stop is not None
             stop.set()
             if own_stop:  # this is the process: a shutdown hung on the fault must not keep it alive
-                arm_hard_exit()
+                arm_hard_exit(supervisor.exit_status)
 
         supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
         if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(
@@ -510,7 +509,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 await replay.stop()
             log.info("worker.stopped", failure=supervisor.failure)
         if supervisor.failure is not None:
-            raise LoopFailed(supervisor.failure)
+            raise LoopFailed(supervisor.failure, status=supervisor.exit_status)
 
     finally:
         if own_stop:
@@ -584,13 +583,16 @@ def run_process(settings: Settings) -> tuple[int, str | None]:
         ``(exit status, message or None)``: 0 after SIGINT/SIGTERM (also when it came
         while starting); :data:`EXIT_CANNOT_START` (2) when it could not start — Temporal
         or PostgreSQL unreachable or refusing, its metrics port taken;
-        :data:`EXIT_LOOP_FAILED` (3) when a background loop could not recover
+        :data:`EXIT_LOOP_FAILED` (3) when a background loop could not recover — 2
+        (:data:`~curaflow.observability.supervision.EXIT_CONFIGURATION`) when what it could
+        not recover from is a refusal of the configuration
+        (:func:`~curaflow.observability.supervision.exit_status_of`)
         (docs/operations.md, "Exit status").
     """
     try:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
-        return EXIT_LOOP_FAILED, f"a background loop could not recover: {err}"
+        return err.status, f"a background loop could not recover: {err}"
     except CannotListen as err:  # it could not start: a metrics port is taken
         option = "temporal_metrics_port" if err.port == settings.observability.temporal_metrics_port else "metrics_port"
         return EXIT_CANNOT_START, f"{err}: pick another observability.{option}"

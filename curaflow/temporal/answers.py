@@ -91,6 +91,9 @@ ONE_REQUEST_STATUSES = frozenset(
 #: ``NamespaceInvalidStateFailure``, ``NamespaceUnavailableFailure``).
 NAMESPACE_FAILURE = "type.googleapis.com/temporal.api.errordetails.v1.Namespace"
 
+#: The ``type_url`` of the detail Temporal attaches to a namespace that does not exist.
+NAMESPACE_NOT_FOUND_FAILURE = NAMESPACE_FAILURE + "NotFoundFailure"
+
 #: ``Retry-After`` of the API's ``temporal_unavailable`` answer, seconds: a frontend
 #: restarting is back within seconds, and a namespace's rate limit is counted per second.
 TEMPORAL_RETRY_AFTER_S = 5
@@ -117,6 +120,22 @@ def temporal_outage(err: BaseException) -> bool:
     could not serve the request now — or :class:`EveryRequestRefused`: a pass of which
     Temporal refused every request about an execution."""
     return isinstance(err, EveryRequestRefused) or (isinstance(err, RPCError) and err.status in OUTAGE_STATUSES)
+
+
+def refused_configuration(err: BaseException) -> bool:
+    """Whether ``err`` is Temporal refusing what this process is configured with, which no
+    later try of the same process changes: its access (:data:`ACCESS_STATUSES`: credentials
+    — an expired certificate or API key —, permissions, a method the server lacks) or its
+    namespace (``NOT_FOUND`` with Temporal's :data:`NAMESPACE_NOT_FOUND_FAILURE`: mistyped,
+    or deleted). A ``NOT_FOUND`` without that detail says nothing of the namespace, and an
+    outage or one request's refusal is not the configuration's. A process whose loop cannot
+    recover from it exits with the configuration's status, not "restart me"
+    (:func:`curaflow.observability.supervision.exit_status_of`, 2026-12-07)."""
+    if not isinstance(err, RPCError):
+        return False
+    if err.status in ACCESS_STATUSES:
+        return True
+    return err.status == RPCStatusCode.NOT_FOUND and NAMESPACE_NOT_FOUND_FAILURE in _details(err)
 
 
 def status_name(err: RPCError) -> str:

@@ -264,3 +264,64 @@ async def test_a_loop_failing_on_and_on_after_a_long_healthy_wait_fails_past_the
     assert len(reasons) == 1 and "unit-hourly-down has not recovered" in reasons[0]
     assert ticks >= 3  # the first failure alone did not end it: its retries ran past the bound
     await sup.close()
+
+
+def _namespace_not_found() -> RPCError:
+    from google.protobuf.any_pb2 import Any as AnyDetail
+    from google.rpc.status_pb2 import Status as GrpcStatus
+    from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
+
+    detail = AnyDetail()
+    detail.Pack(NamespaceNotFoundFailure(namespace="prod"))
+    raw = GrpcStatus(code=int(RPCStatusCode.NOT_FOUND), message="Namespace prod is not found.", details=[detail])
+    return RPCError("Namespace prod is not found.", RPCStatusCode.NOT_FOUND, raw.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (RPCError("request unauthorized", RPCStatusCode.PERMISSION_DENIED, b""), 2),
+        (RPCError("API key expired", RPCStatusCode.UNAUTHENTICATED, b""), 2),
+        (_namespace_not_found(), 2),
+        (asyncpg.exceptions.InvalidPasswordError('password authentication failed for user "curaflow"'), 2),
+        (asyncpg.exceptions.InvalidCatalogNameError('database "curaflow" does not exist'), 2),
+        (RPCError("frontend unavailable", RPCStatusCode.UNAVAILABLE, b""), 3),
+        (RPCError("not found", RPCStatusCode.NOT_FOUND, b""), 3),  # no namespace's detail: says nothing of it
+        (RPCError("internal", RPCStatusCode.INTERNAL, b""), 3),
+        (OSError("connection refused"), 3),
+    ],
+)
+async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fails_the_process_2(
+    error: Exception, status: int
+) -> None:
+    """The reconciler's tick refused by Temporal for this process's access (a permission, an
+    expired API key), or for a namespace that is not there, or by PostgreSQL for its login
+    or database, failed the loop as an outage and the process exited 3, "restart me": its
+    supervisor restarted it into the same refusal, every ``supervision.fatal_after_ms``.
+    No restart changes a configuration: the process exits 2 (as one that cannot start),
+    and the reason says so; an outage, a refusal of one request and a bug stay 3."""
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append)
+
+    async def body(beat: Beat) -> None:
+        raise error
+
+    sup.loop("unit-refused", body)
+    await eventually(lambda: bool(reasons), **QUICK)
+    assert sup.exit_status == status
+    assert ("restarting does not help" in reasons[0]) is (status == 2), reasons[0]
+    await sup.close()
+
+
+def test_a_worker_exits_with_the_status_of_its_loops_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from curaflow.config import Settings
+    from curaflow.observability.supervision import EXIT_CONFIGURATION, LoopFailed
+    from curaflow.process import worker
+
+    async def refused(settings: Settings) -> None:
+        raise LoopFailed("reconciler has not recovered …", status=EXIT_CONFIGURATION)
+
+    monkeypatch.setattr(worker, "run_worker", refused)
+    status, message = worker.run_process(Settings())
+    assert status == 2 and message is not None and "reconciler" in message
