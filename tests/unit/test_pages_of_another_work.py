@@ -1,4 +1,4 @@
-"""A page whose original is another work's file is never that work's page.
+"""A page whose original is another work's file, or another page's, is never that page.
 
 Pixiv names a page's original after its work (``<id>_p<N>.<ext>`` under
 ``/img-original/``): a listing whose page names another id (a cache or a proxy that
@@ -7,7 +7,9 @@ work's. Until 2026-12-07 it was the work's page: the other work's image was deli
 the work listed — the work recorded delivered on its routes (never sent again, its own
 pages never sent). Now such a page has no URL curaflow fetches (``unusable_url`` at its
 fetch: what the source sent, held back briefly, never the work's), as a sample listed in
-the original's place. A file name in no shape curaflow knows names no work: taken.
+the original's place. So is a page whose original is another page of the work (Pixiv
+names page ``N`` ``<id>_p<N>``; 2026-12-07). A file name in no shape curaflow knows names
+no work and no page: taken.
 """
 
 from __future__ import annotations
@@ -56,4 +58,31 @@ def test_a_page_naming_another_works_file_is_never_the_works_page(urls: tuple[st
     ids=["own", "own-two", "no-shape"],
 )
 def test_a_page_naming_the_work_or_none_is_the_works_page(urls: tuple[str, ...]) -> None:
+    assert [p.url for p in _work(*urls).pages] == list(urls)
+
+
+@pytest.mark.parametrize(
+    "urls",
+    [
+        (f"{ORIGINALS}/126872003_p0.png", f"{ORIGINALS}/126872003_p0.png"),
+        (f"{ORIGINALS}/126872003_p0.png", f"{ORIGINALS}/126872003_p2.png", f"{ORIGINALS}/126872003_p1.png"),
+        (f"{ORIGINALS}/126872003_p1.png",),
+    ],
+    ids=["first-page-listed-again", "pages-swapped", "single-naming-the-second"],
+)
+def test_a_page_naming_another_page_of_the_work_is_never_that_page(urls: tuple[str, ...]) -> None:
+    """Pixiv names page ``N`` of a work ``<id>_p<N>`` (its place in ``meta_pages``, from 0;
+    ``meta_single_page``'s is page 0). A listing whose page ``N`` names another page's file
+    (a cache or a proxy that merged two answers, a field filled from its neighbour) lists
+    a file that is not that page: delivered, the work went out with one page twice (or out
+    of order), recorded delivered on its routes and never sent again, its missing page
+    never sent. Such a page has no URL curaflow fetches (``unusable_url``: held briefly,
+    what the source sent, never the work's)."""
+    work = _work(*urls)
+    assert all(p.url in ("", f"{ORIGINALS}/126872003_p{p.index}.png") for p in work.pages)
+    assert "" in [p.url for p in work.pages]
+
+
+def test_a_page_named_with_its_own_number_is_taken_whatever_its_extension() -> None:
+    urls = (f"{ORIGINALS}/126872003_p0.jpg", f"{ORIGINALS}/126872003_p1.png", f"{ORIGINALS}/126872003_p2.gif")
     assert [p.url for p in _work(*urls).pages] == list(urls)

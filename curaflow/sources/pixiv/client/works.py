@@ -169,12 +169,13 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         pages = []
         for i, page in enumerate(meta_pages or []):
             urls = page.get("image_urls") or {}
-            pages.append(
-                {"index": i, "url": _page_url(_original(urls.get("original"), urls.get("large"), kind, work_id), clean)}
-            )
+            original = _original(urls.get("original"), urls.get("large"), kind, work_id, i)
+            pages.append({"index": i, "url": _page_url(original, clean)})
     else:
         single = illust.get("meta_single_page") or {}
-        url = _original(single.get("original_image_url"), (illust.get("image_urls") or {}).get("large"), kind, work_id)
+        url = _original(
+            single.get("original_image_url"), (illust.get("image_urls") or {}).get("large"), kind, work_id, 0
+        )
         pages = [{"index": 0, "url": _page_url(url, clean)}]
     pages[0]["width"], pages[0]["height"] = width, height
     user = illust.get("user") or {}
@@ -212,7 +213,7 @@ def _placeholder_listed(illust: dict[str, Any], visible: bool) -> bool:
     return _limit_image(single.get("original_image_url")) or _limit_image((illust.get("image_urls") or {}).get("large"))
 
 
-def _original(original: Any, sample: Any, kind: str, work_id: str) -> Any:
+def _original(original: Any, sample: Any, kind: str, work_id: str, index: int) -> Any:
     """A page's URL as the app-api lists it: its original (``meta_single_page``'s
     ``original_image_url``, a ``meta_pages`` item's ``image_urls.original``).
 
@@ -230,31 +231,57 @@ def _original(original: Any, sample: Any, kind: str, work_id: str) -> Any:
     filled from another) the page: until 2026-12-07 it was, the work delivered as its
     sample and a duplicate for ever; now the page has no URL curaflow fetches, as
     without an original. Nor is an ``original`` whose file is another work's
-    (:func:`names_another_work`: a cache or a proxy that merged two answers): until
+    (:func:`names_another_file`: a cache or a proxy that merged two answers): until
     2026-12-07 that work's image was delivered as this one, the work then a duplicate for
-    ever, its own pages never sent."""
+    ever, its own pages never sent. Nor is an ``original`` whose file is another page of
+    the work (:func:`names_another_file` too: page ``index`` listing ``<id>_p<M>``, ``M`` not
+    ``index`` — a merged or shifted answer): until 2026-12-07 it was, the work delivered
+    with a page twice or out of order, then a duplicate for ever, a page never sent."""
     if kind == "ugoira":
         return original or sample or ""
-    if original and not is_sample(original) and not names_another_work(original, work_id):
+    if original and not is_sample(original) and not names_another_file(original, work_id, index):
         return original
     if _limit_image(sample):
         return sample
     return ""
 
 
-#: A page's file name on Pixiv's image host: its work's id, then the page
-#: (``126872003_p0.png``; an ugoira's cover ``…_ugoira0.jpg``; a sample ``…_p0_master1200.jpg``).
-PAGE_FILE = re.compile(r"([0-9]{1,20})_(?:p|ugoira)[0-9]+(?:_[a-z]+[0-9]*)?\.[A-Za-z0-9]+")
+#: A page's file name on Pixiv's image host: its work's id, then the page — ``p`` and its
+#: place in the work from 0 (``126872003_p0.png``, ``126872003_p1.png``: ``meta_pages``'
+#: order, ``meta_single_page``'s page 0), or an ugoira's cover (``…_ugoira0.jpg``) — and a
+#: sample's suffix (``…_p0_master1200.jpg``). Groups: the id, ``p`` or ``ugoira``, the number.
+PAGE_FILE = re.compile(r"([0-9]{1,20})_(p|ugoira)([0-9]+)(?:_[a-z]+[0-9]*)?\.[A-Za-z0-9]+")
 
 
-def names_another_work(url: object, work_id: str) -> bool:
-    """Whether the file of a page's ``url`` is named (:data:`PAGE_FILE`) after a work other
-    than ``work_id`` (leading zeros aside). A file name in no shape curaflow knows names no
-    work, nor does anything but text: False (a renamed file must not refuse every page)."""
+def _page_file(url: object) -> re.Match[str] | None:
+    """The :data:`PAGE_FILE` match of the file of ``url`` (its last path segment, without a
+    query); None for anything but text or a name of another shape."""
     if not isinstance(url, str):
+        return None
+    return PAGE_FILE.fullmatch(url.rsplit("/", 1)[-1].split("?", 1)[0])
+
+
+def _number(digits: str) -> str:
+    """Decimal ``digits`` without their leading zeros (``"0"`` for zero): compared as text,
+    never turned into an int (a name of thousands of digits is no page's)."""
+    return digits.lstrip("0") or "0"
+
+
+def names_another_file(url: object, work_id: str, index: int | None = None) -> bool:
+    """Whether the file of a page's ``url`` is named (:data:`PAGE_FILE`, leading zeros
+    aside) after a work other than ``work_id``, or — ``index`` given, the page's place in
+    the listing from 0 — as a page of the work other than page ``index`` (``<id>_p<M>``,
+    ``M`` not ``index``: Pixiv names page ``N`` ``<id>_p<N>``). Either is a file that is not
+    the page listed: a cache or a proxy that merged two answers, a field filled from
+    another work's or a neighbour page's (the page: 2026-12-07). A file name in no shape
+    curaflow knows, an ugoira's cover (``…_ugoira0``: no page number) or anything but text
+    names neither: False (a renamed file must not refuse every page)."""
+    match = _page_file(url)
+    if match is None:
         return False
-    match = PAGE_FILE.fullmatch(url.rsplit("/", 1)[-1].split("?", 1)[0])
-    return match is not None and (match.group(1).lstrip("0") or "0") != (work_id.lstrip("0") or "0")
+    if _number(match.group(1)) != _number(work_id):
+        return True
+    return index is not None and match.group(2) == "p" and _number(match.group(3)) != str(index)
 
 
 #: The path segments of Pixiv's samples of a page (its resized copies on the image host):
