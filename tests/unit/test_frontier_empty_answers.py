@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,18 @@ def _known(sort: str):  # type: ignore[no-untyped-def]
         }
 
     return known
+
+
+def _asked_once_each_end_went(sort: str, frontier: Frontier, faults: Faults) -> None:
+    """The details an empty answer asked: ``date_desc``'s first page both ends of the run
+    it examined, the head and the known run's end, each once the one before went; a
+    landing's page its mark alone."""
+    asked = [e.params.get("illust_id") for e in faults.of("detail")]
+    if sort == "date_desc":
+        assert frontier.head is not None and frontier.known is not None
+        assert asked == [frontier.head.work_id, frontier.known.work_id]
+    else:
+        assert len(asked) == 1
 
 
 def _scan(sort: str, frontier: Frontier, faults: Faults) -> ScanCheckpoint:
@@ -110,7 +123,7 @@ def test_results_that_really_emptied_end_the_scan_once_the_expected_work_is_gone
     faults.missing_works |= every
     result = _scan(sort, frontier, faults)
     assert result.candidates == [] and result.exhausted
-    assert len(faults.of("detail")) == 1
+    _asked_once_each_end_went(sort, frontier, faults)
 
 
 @pytest.mark.parametrize("sort", SORTS)
@@ -212,7 +225,7 @@ def test_an_expected_work_whose_tags_no_longer_match_the_query_is_the_end(sort: 
     faults = _edited(sort, [{"name": "風景", "translated_name": "landscape"}])
     result = _scan(sort, frontier, faults)
     assert result.candidates == [] and result.exhausted
-    assert len(faults.of("detail")) == 1
+    _asked_once_each_end_went(sort, frontier, faults)
 
 
 @pytest.mark.parametrize("sort", SORTS)
@@ -372,3 +385,41 @@ def test_a_detail_whose_image_merely_names_a_limit_is_no_placeholder_ending_the_
     with pytest.raises(SourceError) as err:
         _scan(sort, frontier, faults)
     assert err.value.reason.value == "remote_http_error" and err.value.retryable
+
+
+@pytest.mark.parametrize(
+    "went",
+    [
+        {"missing_works": True},  # the app-api's own 404 in Pixiv's words
+        {"mutate": {"visible": False}},  # a placeholder by Pixiv's word
+    ],
+    ids=["deleted", "hidden"],
+)
+def test_an_outage_is_not_the_end_because_the_newest_work_it_knew_went(went: dict[str, Any]) -> None:
+    # A date_desc frontier knows a run of works from its head (place 20) down to its
+    # known mark (place 39). The head alone went (its artist deleted it, or hid it) and
+    # the search backend is in an outage, answering every page empty. The head's going
+    # explains no empty page: every older work of the run is still listed — the first
+    # page of results lists them unless they all went. Until 2026-12-07 the head's detail
+    # alone was asked, and its 404 ended the scan as the end of results: no candidate,
+    # the sweep dropped. Now the run's other end is asked too: alive and still matching,
+    # the empty answer is the source's failure, retried; the retry finds the candidate.
+    sort = "date_desc"
+    frontier = _capped_frontier(sort)
+    assert frontier.head is not None and frontier.known is not None and frontier.head != frontier.known
+    deep = _deep()
+    head = frontier.head.work_id
+    faults = Faults(deep=deep)
+    faults.deleted_works |= {head}
+    if went.get("missing_works"):
+        faults.missing_works |= {head}
+    else:
+        faults.mutate = {head: went["mutate"]}
+    faults.search = ["empty"] * 10
+    with pytest.raises(SourceError) as err:
+        _scan(sort, frontier, faults)
+    assert err.value.reason.value == "remote_http_error" and err.value.retryable
+    assert [e.params.get("illust_id") for e in faults.of("detail")] == [head, frontier.known.work_id]
+    faults.search = []
+    result = _scan(sort, frontier, faults)
+    assert [_place(sort, deep, w.work_id) for w in result.candidates] == [70]

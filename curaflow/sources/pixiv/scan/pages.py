@@ -416,13 +416,17 @@ def outside_duration(mark: fr.Mark, duration: str | None, now: datetime) -> bool
     return created < now.astimezone(UTC) - timedelta(days=days + 1)
 
 
-def _expected_on(cp: ScanCheckpoint, offset: int) -> fr.Mark | None:
-    """The work the page just asked must list unless the results ended (None: no such
-    work — an empty answer there may be the end of results as the source says).
+def _expected_on(cp: ScanCheckpoint, offset: int) -> list[fr.Mark]:
+    """The works the page just asked must list unless the results ended — the empty
+    answer is the end only once each of them is found gone (:func:`_corroborate_end`);
+    none: an empty answer there may be the end of results as the source says.
 
     * The first page of a query the frontier has examined works of (``date_desc``'s head
-      phase from the top; a walk without a head from the top): its head, else its known
-      run's end.
+      phase from the top; a walk without a head from the top): its head and its known
+      run's end, the two ends of the run it examined (2026-12-07: the head alone was
+      asked, and the newest work's going — its artist deleting it, hiding it — ended the
+      results during an outage answering empty, whatever the works below it), else the
+      known run's end.
     * A landing page at offset 0 (the landing stepped back to the start of its window, or
       the mark is its day's first): the mark it lands after (the known run's end, the
       sweep, a capped head phase's stop; a crowded day's far-end mark).
@@ -434,17 +438,18 @@ def _expected_on(cp: ScanCheckpoint, offset: int) -> fr.Mark | None:
     walk = cp.walk
     if cp.tail is not None:
         if walk is not None and walk.tail_landing and offset == 0:
-            return walk.tail_skip
+            return [walk.tail_skip] if walk.tail_skip is not None else []
         if not cp.started:
-            return fr.Mark(work_id=str(cp.tail.stop_id), create_date=cp.tail.stop_date or None)
-        return None
+            return [fr.Mark(work_id=str(cp.tail.stop_id), create_date=cp.tail.stop_date or None)]
+        return []
     if walk is not None and walk.landing and cp.started and offset == 0:
-        return walk.skip
+        return [walk.skip] if walk.skip is not None else []
     if not cp.started and not cp.window and walk is not None:
-        return walk.plan.head or walk.plan.known
+        ends = [m for m in (walk.plan.head, walk.plan.known) if m is not None]
+        return [m for i, m in enumerate(ends) if all(m.work_id != e.work_id for e in ends[:i])]
     if not cp.started and cp.boundary_day and cp.boundary_ids:
-        return fr.Mark(work_id=cp.boundary_ids[-1])
-    return None
+        return [fr.Mark(work_id=cp.boundary_ids[-1])]
+    return []
 
 
 def _folded(text: str) -> str:
@@ -605,12 +610,19 @@ async def _fetch_page(
             cp.pages += 1
             _ask_again(cp, back, promised=True)
             return
-    expected = _expected_on(cp, offset) if page.get("illusts") == [] else None
-    if expected is not None:
-        # An empty answer where a work curaflow knows of stands: the end of results only
-        # once corroborated (owner _corroborate_end), else the source's failure.
-        why = await _corroborate_end(client, target, expected, now)
-        log.info("pixiv.empty_answer_taken_for_the_end", work_id=expected.work_id, why=why, offset=offset)
+    expected = _expected_on(cp, offset) if page.get("illusts") == [] else []
+    if expected:
+        # An empty answer where works curaflow knows of stand: the end of results only once
+        # each is corroborated gone (owner _corroborate_end; the next asked only once the
+        # one before is), else the source's failure.
+        whys = [await _corroborate_end(client, target, mark, now) for mark in expected]
+        log.info(
+            "pixiv.empty_answer_taken_for_the_end",
+            work_id=expected[0].work_id,
+            why=whys[0],
+            also=[f"{m.work_id}: {w}" for m, w in zip(expected[1:], whys[1:], strict=True)],
+            offset=offset,
+        )
         promised = False
     check_page(page, promised=promised)
     dated = target.query.mode == "search" and target.query.sort in fr.DATE_SORTS
