@@ -47,6 +47,7 @@ from curaflow.observability.metrics import initialise_series, record_api_answer,
 from curaflow.observability.supervision import EXIT_LOOP_FAILED, Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.process.http_methods import MethodRules
+from curaflow.process.refusals import configuration_refused
 from curaflow.temporal.connection import connect_configured
 
 log = get_logger("curaflow.api")
@@ -223,7 +224,12 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             if on_fatal is not None:
                 on_fatal(reason)
 
-        supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
+        supervisor = Supervisor(
+            stop,
+            SupervisionPolicy.from_settings(settings),
+            on_fatal=failed,
+            configuration_refused=configuration_refused,
+        )
         app.state.supervisor = supervisor
         app.state.notifier = await EventNotifier(settings.database.url).start(supervisor)
         app.state.client = None

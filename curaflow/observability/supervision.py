@@ -69,18 +69,17 @@ CONFIGURATION_REFUSED = (
 )
 
 
-def exit_status_of(error: BaseException | None) -> int:
+def exit_status_of(error: BaseException | None, configuration_refused: Callable[[BaseException], bool] | None) -> int:
     """The exit status of a process failed by a loop whose last failure is ``error``:
-    :data:`EXIT_CONFIGURATION` for a refusal of the process's configuration — Temporal's of
-    its access or namespace (:func:`curaflow.temporal.answers.refused_configuration`),
-    PostgreSQL's of its login or database (:func:`curaflow.ledger.db.refused_login`) — which
-    no restart changes; else :data:`EXIT_LOOP_FAILED` ("restart me": an outage, a bug).
-    Until 2026-12-07 every such failure exited 3, and the reconciler refused its namespace
-    was restarted into the same refusal every ``supervision.fatal_after_ms``."""
-    from curaflow.ledger.db import refused_login
-    from curaflow.temporal.answers import refused_configuration
-
-    if error is not None and (refused_configuration(error) or refused_login(error)):
+    :data:`EXIT_CONFIGURATION` when ``configuration_refused`` reads it as a refusal of the
+    process's configuration — Temporal's of its access or namespace, PostgreSQL's of its
+    login or database (:func:`curaflow.process.refusals.configuration_refused`, handed in by
+    the process that owns the supervisor: this layer knows neither service) — which no
+    restart changes; else :data:`EXIT_LOOP_FAILED` ("restart me": an outage, a bug; also
+    every failure when no reading is handed in). Until 2026-12-07 every such failure exited
+    3, and the reconciler refused its namespace was restarted into the same refusal every
+    ``supervision.fatal_after_ms``."""
+    if error is not None and configuration_refused is not None and configuration_refused(error):
         return EXIT_CONFIGURATION
     return EXIT_LOOP_FAILED
 
@@ -206,6 +205,9 @@ class Supervisor:
             its stop event; ``curaflow api`` asks uvicorn to shut down). Without it a
             failure is only logged and the loops keep restarting (nobody could restart
             the process).
+        configuration_refused: whether a loop's last failure is a refusal of the process's
+            configuration, which makes :attr:`exit_status` :data:`EXIT_CONFIGURATION`
+            (:func:`exit_status_of`); None: every failure exits :data:`EXIT_LOOP_FAILED`.
     """
 
     def __init__(
@@ -214,6 +216,7 @@ class Supervisor:
         policy: SupervisionPolicy | None = None,
         *,
         on_fatal: Callable[[str], None] | None = None,
+        configuration_refused: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.stop = stop
         self.policy = policy or SupervisionPolicy()
@@ -221,6 +224,7 @@ class Supervisor:
         #: The status the process exits with once failed (:func:`exit_status_of`).
         self.exit_status = EXIT_LOOP_FAILED
         self._on_fatal = on_fatal
+        self._configuration_refused = configuration_refused
         self._loops: dict[str, LoopState] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -336,7 +340,7 @@ class Supervisor:
         """
         if self.failure is not None:
             return
-        self.exit_status = exit_status_of(error)
+        self.exit_status = exit_status_of(error, self._configuration_refused)
         if self.exit_status == EXIT_CONFIGURATION:
             reason = f"{reason} — {CONFIGURATION_REFUSED}"
         self.failure = reason

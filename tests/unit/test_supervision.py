@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.observability.supervision import Beat, SupervisionPolicy, Supervisor
+from curaflow.process.refusals import configuration_refused
 from tests.support import eventually
 
 QUICK: dict[str, float] = {"timeout_s": 5.0, "interval_s": 0.005}  # the loops here run in milliseconds
@@ -302,7 +303,7 @@ async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fa
     and the reason says so; an outage, a refusal of one request and a bug stay 3."""
     stop = asyncio.Event()
     reasons: list[str] = []
-    sup = Supervisor(stop, FAST, on_fatal=reasons.append)
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append, configuration_refused=configuration_refused)
 
     async def body(beat: Beat) -> None:
         raise error
