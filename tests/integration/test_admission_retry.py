@@ -1,0 +1,149 @@
+"""``start_job`` after an ``admission`` update that failed without admission's answer.
+
+Temporal answers an update id from the run's first outcome for as long as the run lives
+(:func:`curaflow.jobs.submit.admission_update_id`: one id per Task text). An outcome that
+is no protocol refusal — the ``admit`` step itself failed, the ledger away for the whole
+of its budget — would then be the run's answer to that Task for ever; ``start_job`` asks
+once more under an id of its own (DESIGN.md "The same Task, the same update id").
+
+The session's dev server, the real ``JobWorkflow`` and the real ``admit`` activity on the
+test's ledger, run by a worker in the test process: a job admitted from Task A runs (its
+source queue has no worker: it stays running), then Task B — the same key and params,
+another ``correlation_id``: the same job, but another text, so the run admits it with the
+``admit`` step — arrives while PostgreSQL refuses the jobs table with ``connection_failure``
+(SQLSTATE 08006, a trigger of the real server) for every attempt of the step's budget. The
+budget is the test's scale of the deployment's (``workflows.steps.ADMIT_CONFIG``: 5 minutes
+of retries): two attempts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from activities import build_activities
+from activities.deps import close_deps, open_deps
+from curaflow.jobs.submit import admission_update_id, job_id_for, start_job
+from curaflow.temporal.connection import connect
+from tests.conftest import StackFactory
+from tests.support import Stack, short_id
+from workflows.job import JobWorkflow
+
+pytestmark = pytest.mark.integration
+
+#: How many ``admit`` attempts the ledger refuses: the whole budget of the test's step.
+REFUSED_ATTEMPTS = 2
+
+#: The test's ``admit`` budget: the deployment's retry policy, bounded by attempts instead
+#: of 5 minutes, so that the ledger is away for all of it after two refusals.
+TEST_ADMIT_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=REFUSED_ATTEMPTS),
+    summary="admit the task",
+)
+
+
+@contextlib.asynccontextmanager
+async def job_worker(stack: Stack) -> AsyncIterator[Client]:
+    """The stack's task queue served by a worker in this process (no source queue: a job
+    stays in its search step); yields its client."""
+    client = await connect(stack.settings.temporal.address or "")
+    deps = await open_deps(stack.settings, client)
+    main, _ = build_activities(deps)
+    try:
+        async with Worker(
+            client,
+            task_queue=stack.task_queue,
+            workflows=[JobWorkflow],
+            activities=main,
+            workflow_runner=UnsandboxedWorkflowRunner(),  # a deployment's default runner
+        ):
+            yield client
+    finally:
+        await close_deps(deps)
+
+
+async def refuse_jobs_table(pool: Any, key: str, attempts: int) -> str:
+    """Make PostgreSQL refuse the next ``attempts`` writes of ``key``'s job row with
+    SQLSTATE 08006 (connection_failure); returns the name of the trigger, its function and
+    its counter (a sequence: the refused write's transaction does not undo it)."""
+    name = f"away_{short_id()}".replace("-", "_").lower()
+    await pool.execute(
+        f"""CREATE SEQUENCE {name};
+            CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.idempotency_key = '{key}' THEN
+              IF nextval('{name}') <= {attempts} THEN
+                RAISE EXCEPTION 'the ledger is away' USING ERRCODE = '08006';
+              END IF;
+            END IF; RETURN NEW; END $$;
+            CREATE TRIGGER {name} BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION {name}();"""
+    )
+    return name
+
+
+async def test_a_failed_admit_is_asked_again_under_an_update_id_of_its_own_and_answers_the_job(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("workflows.job.ADMIT_CONFIG", TEST_ADMIT_CONFIG)
+    stack = make_stack(
+        {
+            "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "routes": ["out"]}],
+        }
+    )
+    pool = await stack.ledger()
+    key = f"retry-{short_id()}"
+    first = stack.task(key=key, target_id="demo")
+    other_text = {**first, "correlation_id": "the same job, another text"}
+    async with job_worker(stack) as client:
+        handle = await start_job(client, first, task_queue=stack.task_queue)
+        name = await refuse_jobs_table(pool, key, REFUSED_ATTEMPTS)
+        try:
+            again = await start_job(client, other_text, task_queue=stack.task_queue)
+            writes = await pool.fetchval(f"SELECT last_value FROM {name}")
+        finally:
+            await pool.execute(f"DROP TRIGGER {name} ON jobs; DROP FUNCTION {name}(); DROP SEQUENCE {name};")
+        try:
+            assert handle.id == job_id_for(first)
+            assert (again.id, again.run_id) == (handle.id, handle.run_id)  # the job's own run
+            assert writes == REFUSED_ATTEMPTS + 1  # the refused budget, then the retry's write
+            outcomes = await update_outcomes(client, handle.id)
+            # The first Task's update admitted it; the other text's own id failed with the
+            # step's failure (no refusal); one id of its own then answered the job.
+            assert list(outcomes)[:2] == [admission_update_id(first), admission_update_id(other_text)]
+            assert outcomes[admission_update_id(first)] is None
+            failed = outcomes[admission_update_id(other_text)]
+            assert failed == ("ConnectionFailureError", "the ledger is away"), outcomes
+            retried = list(outcomes)[2:]
+            assert len(retried) == 1 and retried[0].startswith("admission-"), outcomes
+            assert outcomes[retried[0]] is None
+            assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
+            described = await handle.describe()
+            assert described.status is not None and described.status.name == "RUNNING"
+        finally:
+            await client.get_workflow_handle(handle.id).terminate("test over")
+
+
+async def update_outcomes(client: Client, workflow_id: str) -> dict[str, tuple[str, str] | None]:
+    """Each completed update of ``workflow_id``'s run, in the history's order: its id → its
+    failure's type and message, or None when it succeeded."""
+    outcomes: dict[str, tuple[str, str] | None] = {}
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            continue
+        attributes = event.workflow_execution_update_completed_event_attributes
+        failure = attributes.outcome.failure if attributes.outcome.HasField("failure") else None
+        outcomes[attributes.meta.update_id] = (
+            None if failure is None else (failure.application_failure_info.type, failure.message)
+        )
+    return outcomes
