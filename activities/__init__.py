@@ -26,12 +26,13 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
     ``acquire`` (``search`` then ``fetch``: every source request of a source instance)
     runs on the instance's rate-gate queue, with ``search`` and ``fetch`` on their own for
     executions started before core v2; everything else (including the schedule
-    trampoline's ``admit_occurrence`` and ``follow_job``, which other workflows schedule on
-    it) on the main queue. ``fetch`` stays registered on the
+    trampoline's ``admit_occurrence``, ``occurrence_job_run`` and ``follow_own_job``, and
+    ``follow_job``, which other workflows schedule on it) on the main queue. ``fetch`` stays registered on the
     main queue too, for histories scheduled before it moved.
     """
     finish = FinishActivity(deps)
     fetch = FetchActivity(deps).fetch
+    scheduled = ScheduledActivity(deps)
     main: list[Callable[..., Any]] = [
         fetch,
         DeliverActivity(deps).deliver,
@@ -39,7 +40,9 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         finish.request_cancel,
         finish.paused_steps,
         finish.ended_elsewhere,
-        ScheduledActivity(deps).admit_occurrence,
+        scheduled.admit_occurrence,
+        scheduled.occurrence_job_run,
+        scheduled.follow_own_job,
         AdmitActivity(deps).admit,
         PushActivity(deps).push_events,
         FollowActivity(deps).follow_job,

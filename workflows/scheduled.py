@@ -23,7 +23,9 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
    ``escaped-start-metadata`` where that changes them), with cancellation type ``ABANDON``
    (behind ``occurrence-abandons-its-job``: a cancel of the trampoline ends it *Canceled*
    and never reaches the job — before, the SDK forwarded it to the awaited child and the
-   job was cancelled). A duplicate ends here (``duplicate=True``);
+   job was cancelled). A duplicate ends here (``duplicate=True``) — unless the run under
+   the job id is this trampoline's own (an earlier run of it started it; a reset made this
+   run: :data:`FOLLOWS_ITS_OWN_JOB`), which is waited for as the child is;
 4. waits for the job, so the schedule's overlap policy ``SKIP`` applies to whole jobs:
    an occurrence firing while the previous job still runs is skipped by Temporal and
    counted (``curaflow schedules list``, the ``schedule.occurrence_missed`` log line and
@@ -41,13 +43,11 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import (
+    ActivityError,
     ApplicationError,
-    CancelledError,
     ChildWorkflowError,
-    TerminatedError,
     WorkflowAlreadyStartedError,
 )
-from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.scheduled import ScheduledActivity
@@ -58,7 +58,12 @@ with workflow.unsafe.imports_passed_through():
         INVALID_OCCURRENCE_INPUT,
         AdmitOccurrenceInput,
         OccurrenceAdmission,
+        OccurrenceJob,
         OccurrenceResult,
+        OwnJobRun,
+        closed_as,
+        occurrence_ended,
+        occurrence_failed,
         read_occurrence_input,
     )
     from curaflow.domain.presentation import (
@@ -85,18 +90,17 @@ ABANDON_JOB_ON_CANCEL = "occurrence-abandons-its-job"
 #: took the SDK decoder's reading of it and admitted the last plan's job. Asked only for
 #: such an input: a schedule curaflow wrote records no marker.
 OCCURRENCE_ONE_MEANING = "occurrence-one-meaning-input"
-
-
-def closed_as(err: ChildWorkflowError) -> str:
-    """How a child job's execution closed, from the error Temporal raised for it."""
-    cause = err.cause
-    if isinstance(cause, CancelledError):
-        return "canceled"
-    if isinstance(cause, TerminatedError):
-        return "terminated"
-    if isinstance(cause, ExecutionTimeoutError):
-        return "timed_out"
-    return "failed"
+#: ``workflow.patched`` id: a child start Temporal refused because the job id has a run is
+#: asked whose run that is (``occurrence_job_run``); the occurrence's own — an earlier run of
+#: this trampoline started it, and an operator's reset (``temporal workflow reset``) made
+#: this run — is waited for (``follow_own_job``) and its outcome is the occurrence's, as
+#: before the reset. Before, such a run ended at once ``duplicate=True`` with no status (its
+#: details "duplicate"), as a second trigger of the minute does, and the schedule's ``SKIP``
+#: no longer held its next time behind the job. Asked only on that refusal.
+FOLLOWS_ITS_OWN_JOB = "occurrence-follows-its-own-job"
+#: ``follow_own_job``: as long as a job may run; its heartbeat says it waits (every second).
+OWN_JOB_WAIT = timedelta(days=7, minutes=10)
+OWN_JOB_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
 
 
 @workflow.defn(name="ScheduledJobWorkflow")
@@ -181,6 +185,10 @@ class ScheduledJobWorkflow:
                 static_details=details,
             )
         except WorkflowAlreadyStartedError:
+            if workflow.patched(FOLLOWS_ITS_OWN_JOB):
+                own = await self._own_job_run(job.job_id)
+                if own is not None:
+                    return await self._follow_own_job(job.job_id, own)
             workflow.logger.info("occurrence converged on existing job %s", job.job_id)
             return OccurrenceResult(job_id=job.job_id, duplicate=True)
         try:
@@ -191,13 +199,44 @@ class ScheduledJobWorkflow:
                 # the ledger's); the trampoline ends Canceled.
                 workflow.logger.info("occurrence cancelled; job %s runs on", job.job_id)
                 raise asyncio.CancelledError(workflow.cancellation_reason()) from None
-            failed = state_of(err)  # a failed / expired job fails its execution
-            if failed is not None:
-                return OccurrenceResult(job_id=job.job_id, status=failed.status, business_status=failed.business_status)
-            # The job's execution did not complete: say how it closed; its outcome is in
-            # the ledger (the workflow's finish, or the reconciler for a closed execution).
-            execution = closed_as(err)
-            workflow.logger.info("job %s execution %s: %s", job.job_id, execution, err.cause or err)
-            status = "cancelled" if execution == "canceled" else None
-            return OccurrenceResult(job_id=job.job_id, status=status, execution=execution)
-        return OccurrenceResult(job_id=job.job_id, status=state.status, business_status=state.business_status)
+            # A failed / expired job fails its execution with its final state; any other
+            # close is said (its outcome is in the ledger: the workflow's finish, or the
+            # reconciler for a closed execution).
+            if state_of(err) is None:
+                workflow.logger.info("job %s execution %s: %s", job.job_id, closed_as(err), err.cause or err)
+            return occurrence_failed(job.job_id, err)
+        return occurrence_ended(job.job_id, state)
+
+    async def _own_job_run(self, job_id: str) -> str | None:
+        """The run under ``job_id`` when an earlier run of this trampoline started it (a
+        reset made this run), else None (:data:`FOLLOWS_ITS_OWN_JOB`)."""
+        return await workflow.execute_activity_method(
+            ScheduledActivity.occurrence_job_run,
+            OccurrenceJob(job_id=job_id, trampoline_id=workflow.info().workflow_id),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+            summary=f"whose run is job {job_id}",
+        )
+
+    async def _follow_own_job(self, job_id: str, run_id: str) -> OccurrenceResult:
+        """Wait for this occurrence's own job run, started by an earlier run of this
+        trampoline; its outcome is the occurrence's, as the child's was to be. A cancel of
+        the trampoline ends it *Canceled* and never reaches the job (as ``ABANDON``)."""
+        workflow.set_current_details(
+            f"job [`{job_id}`](../{job_id}) — this occurrence's own, started by an earlier run "
+            "of it (a reset): waiting for it"
+        )
+        try:
+            return await workflow.execute_activity_method(
+                ScheduledActivity.follow_own_job,
+                OwnJobRun(job_id=job_id, run_id=run_id),
+                start_to_close_timeout=OWN_JOB_WAIT,
+                heartbeat_timeout=OWN_JOB_HEARTBEAT_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+                summary=f"wait for job {job_id}",
+            )
+        except ActivityError:
+            if workflow.cancellation_reason() is not None:
+                workflow.logger.info("occurrence cancelled; job %s runs on", job_id)
+                raise asyncio.CancelledError(workflow.cancellation_reason()) from None
+            raise

@@ -24,9 +24,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 from curaflow.domain.execution import EXECUTION_GRACE, MIN_RUN
-from curaflow.domain.messages import JobInput
+from curaflow.domain.job_failure import state_of
+from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.workflow_input import InputRefusals, read_one_input
 
 #: How late Temporal may still start an occurrence (server down, schedule paused…);
@@ -187,6 +190,66 @@ class OccurrenceResult(BaseModel):
     status: str | None = None
     business_status: str | None = None
     execution: str | None = None
+
+
+class OccurrenceJob(BaseModel):
+    """Argument of the ``occurrence_job_run`` activity: whose is the run under ``job_id``.
+
+    Attributes:
+        job_id: the occurrence's canonical job id (a run under it refused the child start).
+        trampoline_id: the asking trampoline's workflow id.
+    """
+
+    job_id: str
+    trampoline_id: str
+
+
+class OwnJobRun(BaseModel):
+    """Argument of the ``follow_own_job`` activity: the occurrence's job run to wait for.
+
+    Attributes:
+        job_id: the occurrence's canonical job id.
+        run_id: the job's run, which an earlier run of the same trampoline started.
+    """
+
+    job_id: str
+    run_id: str
+
+
+def occurrence_ended(job_id: str, state: JobState) -> OccurrenceResult:
+    """The occurrence's result for its job's execution that completed with ``state``."""
+    return OccurrenceResult(job_id=job_id, status=state.status, business_status=state.business_status)
+
+
+def occurrence_failed(job_id: str, error: BaseException) -> OccurrenceResult:
+    """The occurrence's result for its job's execution that did not complete: a failed or
+    expired job's final state (its failure carries it, :func:`~curaflow.domain.job_failure.state_of`),
+    else how the execution closed (``execution``; ``status`` ``cancelled`` for a canceled
+    one; the outcome is the ledger's).
+
+    Args:
+        error: what Temporal raised for the execution: a ``ChildWorkflowError`` (the
+            trampoline's child) or a ``WorkflowFailureError`` (a client's ``result()``);
+            both carry how it closed as their ``cause``.
+    """
+    failed = state_of(error)
+    if failed is not None:
+        return OccurrenceResult(job_id=job_id, status=failed.status, business_status=failed.business_status)
+    execution = closed_as(error)
+    return OccurrenceResult(job_id=job_id, status="cancelled" if execution == "canceled" else None, execution=execution)
+
+
+def closed_as(error: BaseException) -> str:
+    """How a job's execution closed (``canceled`` | ``terminated`` | ``timed_out`` |
+    ``failed``), from the error Temporal raised for it (its ``cause``)."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, CancelledError):
+        return "canceled"
+    if isinstance(cause, TerminatedError):
+        return "terminated"
+    if isinstance(cause, ExecutionTimeoutError):
+        return "timed_out"
+    return "failed"
 
 
 def _local(scheduled_at: datetime, timezone: str) -> datetime:

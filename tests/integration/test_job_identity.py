@@ -21,6 +21,7 @@ import shlex
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
+from curaflow.domain.occurrence import OccurrenceInput
 from curaflow.jobs.submit import job_id_for as job_id_of
 from curaflow.jobs.submit import start_job
 from curaflow.ledger.db import now_ms
@@ -481,6 +483,57 @@ async def test_a_reset_job_goes_on_in_its_new_run_and_the_old_run_stays_terminat
     # The open and failed lists: neither run (the job succeeded).
     for query in doc_list_queries().values():
         assert await listed(env, query, [handle.id]) == set()
+
+
+async def test_a_reset_occurrence_converges_on_its_own_running_job_and_waits_for_it(env: Env) -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of a scheduled occurrence's
+    trampoline while its job runs: the new run admits the occurrence again (the same job)
+    and Temporal refuses its child start (the job's run, started by the old run, goes on:
+    ``ABANDON``). That job is the occurrence's own — its parent is this trampoline — not a
+    duplicate trigger's: the occurrence waits for it as before the reset (the schedule's
+    ``SKIP`` holds the next time behind it) and ends with its outcome. Until 2026-12-07 it
+    ended at once ``duplicate=True``, no status, as a second trigger of the minute does."""
+    env.replay.faults.slow_images_s = 5.0
+    plan_id = f"plan-{short_id()}"
+    nominal = datetime(2025, 1, 1, 18, 0, tzinfo=UTC)  # 03:00 in Tokyo
+    occurrence = OccurrenceInput(
+        schedule_id=plan_id,
+        cron=["0 3 * * *"],
+        timezone="Asia/Tokyo",
+        target_ids=["demo"],
+        task_queue=env.stack.task_queue,
+        scheduled_at_ms=int(nominal.timestamp() * 1000),
+    )
+    trampoline = await env.client.start_workflow(
+        "ScheduledJobWorkflow",
+        occurrence,
+        id=f"{plan_id}@occurrence-2025-01-01T18:00:00Z",
+        task_queue=env.stack.task_queue,
+    )
+    job_id = f"{plan_id}@2025-01-02T0300+0900"
+
+    async def admitted() -> bool:
+        return (await env.http.get(f"/jobs/{job_id}")).status_code == 200
+
+    await eventually(admitted, what=f"{job_id} admitted")
+    await fetching(env, job_id)
+    job_run = (await env.client.get_workflow_handle(job_id).describe()).run_id
+    reset = await asyncio.to_thread(
+        cli, env, "reset", "-w", trampoline.id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
+    )
+    assert reset.returncode == 0, reset.stderr
+    latest = env.client.get_workflow_handle(trampoline.id)
+    assert (await latest.describe()).run_id != trampoline.result_run_id
+    env.replay.faults.slow_images_s = 0.0
+    result = await latest.result()
+    record_history(env, trampoline.id, "scheduled_occurrence_reset_own_job")
+    assert (result["job_id"], result["duplicate"]) == (job_id, False), result
+    assert (result["status"], result["business_status"]) == ("succeeded", "success"), result
+    described = await env.client.get_workflow_handle(job_id).describe()
+    assert (described.run_id, described.parent_id) == (job_run, trampoline.id)  # one job, one run
+    assert len([w async for w in env.client.list_workflows(f"WorkflowId = '{job_id}'")]) == 1
+    record = await env.stack.wait_terminal(job_id, 30)
+    assert (record.business_status, record.cells[0].state) == ("success", "submitted"), record.cells[0]
 
 
 # ---- a run added under an ended HTTP job's id (its JobInput) ----------------------------

@@ -849,3 +849,34 @@ def test_histories_of_a_push_or_an_occurrence_whose_json_has_no_one_meaning_are_
     failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]
     assert failure["applicationFailureInfo"]["type"] in {"invalid_push_input", "invalid_occurrence_input"}
     assert "more than once in one object" in failure["message"]
+
+
+def test_histories_of_a_reset_occurrence_whose_job_runs_before_and_after_it_follows_it_are_kept() -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of a trampoline while its job
+    ran: recorded before ``occurrence-follows-its-own-job`` the new run's child start was
+    refused and it completed at once ``duplicate=True`` — replayed on today's code that
+    branch runs again; from the patch on it records the marker, asks whose the job's run is
+    (``occurrence_job_run``: its own), waits for it (``follow_own_job``) and completes with
+    the job's outcome (tests/integration/test_job_identity.py)."""
+    from workflows.scheduled import FOLLOWS_ITS_OWN_JOB
+
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["scheduled_occurrence_reset_own_job_before_follow"]
+    after = by_name["scheduled_occurrence_reset_own_job"]
+    assert FOLLOWS_ITS_OWN_JOB not in patches(before) and FOLLOWS_ITS_OWN_JOB in patches(after)
+    results = {}
+    for path in (before, after):
+        events = json.loads(path.read_text())["events"]
+        kinds = [e["eventType"] for e in events]
+        assert "EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED" in kinds, path.name
+        completed = events[-1]["workflowExecutionCompletedEventAttributes"]
+        results[path.stem] = json.loads(base64.b64decode(completed["result"]["payloads"][0]["data"]))
+        activities = [
+            e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+            for e in events
+            if "activityTaskScheduledEventAttributes" in e
+        ]
+        own = ["occurrence_job_run", "follow_own_job"] if path == after else []
+        assert activities == ["admit_occurrence", *own], path.name
+    assert (results[before.stem]["duplicate"], results[before.stem]["status"]) == (True, None)
+    assert (results[after.stem]["duplicate"], results[after.stem]["status"]) == (False, "succeeded")
