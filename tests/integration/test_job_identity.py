@@ -485,15 +485,17 @@ async def test_a_reset_job_goes_on_in_its_new_run_and_the_old_run_stays_terminat
         assert await listed(env, query, [handle.id]) == set()
 
 
-async def test_a_reset_occurrence_converges_on_its_own_running_job_and_waits_for_it(env: Env) -> None:
+@pytest.mark.parametrize("when", ["running", "ended"])
+async def test_a_reset_occurrence_converges_on_its_own_job_and_ends_with_its_outcome(env: Env, when: str) -> None:
     """``temporal workflow reset --type FirstWorkflowTask`` of a scheduled occurrence's
-    trampoline while its job runs: the new run admits the occurrence again (the same job)
-    and Temporal refuses its child start (the job's run, started by the old run, goes on:
-    ``ABANDON``). That job is the occurrence's own — its parent is this trampoline — not a
-    duplicate trigger's: the occurrence waits for it as before the reset (the schedule's
-    ``SKIP`` holds the next time behind it) and ends with its outcome. Until 2026-12-07 it
-    ended at once ``duplicate=True``, no status, as a second trigger of the minute does."""
-    env.replay.faults.slow_images_s = 5.0
+    trampoline while its job runs (or once it ended): the new run admits the occurrence
+    again (the same job) and Temporal refuses its child start (the job's run, started by
+    the old run, goes on: ``ABANDON``). That job is the occurrence's own — its parent is
+    this trampoline — not a duplicate trigger's: the occurrence waits for it as before the
+    reset (the schedule's ``SKIP`` holds the next time behind it) and ends with its
+    outcome. Until 2026-12-07 it ended at once ``duplicate=True``, no status, as a second
+    trigger of the minute does."""
+    env.replay.faults.slow_images_s = 5.0 if when == "running" else 0.0
     plan_id = f"plan-{short_id()}"
     nominal = datetime(2025, 1, 1, 18, 0, tzinfo=UTC)  # 03:00 in Tokyo
     occurrence = OccurrenceInput(
@@ -516,7 +518,10 @@ async def test_a_reset_occurrence_converges_on_its_own_running_job_and_waits_for
         return (await env.http.get(f"/jobs/{job_id}")).status_code == 200
 
     await eventually(admitted, what=f"{job_id} admitted")
-    await fetching(env, job_id)
+    if when == "running":
+        await fetching(env, job_id)
+    else:
+        await trampoline.result()
     job_run = (await env.client.get_workflow_handle(job_id).describe()).run_id
     reset = await asyncio.to_thread(
         cli, env, "reset", "-w", trampoline.id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
@@ -526,7 +531,8 @@ async def test_a_reset_occurrence_converges_on_its_own_running_job_and_waits_for
     assert (await latest.describe()).run_id != trampoline.result_run_id
     env.replay.faults.slow_images_s = 0.0
     result = await latest.result()
-    record_history(env, trampoline.id, "scheduled_occurrence_reset_own_job")
+    if when == "running":
+        record_history(env, trampoline.id, "scheduled_occurrence_reset_own_job")
     assert (result["job_id"], result["duplicate"]) == (job_id, False), result
     assert (result["status"], result["business_status"]) == ("succeeded", "success"), result
     described = await env.client.get_workflow_handle(job_id).describe()
