@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import RetryPolicy
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import build_activities
 from activities.deps import close_deps, open_deps
+from curaflow.domain.execution import JOB_TYPE
 from curaflow.jobs.submit import admission_update_id, job_id_for, start_job
 from curaflow.temporal.connection import connect
 from tests.conftest import StackFactory
@@ -115,7 +116,8 @@ async def test_a_failed_admit_is_asked_again_under_an_update_id_of_its_own_and_a
             await pool.execute(f"DROP TRIGGER {name} ON jobs; DROP FUNCTION {name}(); DROP SEQUENCE {name};")
         try:
             assert handle.id == job_id_for(first)
-            assert (again.id, again.run_id) == (handle.id, handle.run_id)  # the job's own run
+            assert handle.result_run_id is not None
+            assert (again.id, again.result_run_id) == (handle.id, handle.result_run_id)  # the job's own run
             assert writes == REFUSED_ATTEMPTS + 1  # the refused budget, then the retry's write
             outcomes = await update_outcomes(client, handle.id)
             # The first Task's update admitted it; the other text's own id failed with the
@@ -129,7 +131,48 @@ async def test_a_failed_admit_is_asked_again_under_an_update_id_of_its_own_and_a
             assert outcomes[retried[0]] is None
             assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
             described = await handle.describe()
-            assert described.status is not None and described.status.name == "RUNNING"
+            assert described.status == WorkflowExecutionStatus.RUNNING
+        finally:
+            await client.get_workflow_handle(handle.id).terminate("test over")
+
+
+async def test_a_new_jobs_admission_failed_whole_is_asked_again_and_the_job_runs_once(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The first ``start_job`` of a key while PostgreSQL refuses its row for the whole
+    ``admit`` budget: the run's own admission fails, so the run holds no job and fails
+    (the ``admission`` update with it: no refusal). The retry under an id of its own finds
+    the run closed; a run that held no job does not own the id
+    (:mod:`curaflow.temporal.job_runs`), so a new run starts, admits the Task — the ledger
+    back — and is the job's: one job, its run the id's latest."""
+    monkeypatch.setattr("workflows.job.ADMIT_CONFIG", TEST_ADMIT_CONFIG)
+    stack = make_stack(
+        {
+            "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "routes": ["out"]}],
+        }
+    )
+    pool = await stack.ledger()
+    key = f"retry-new-{short_id()}"
+    body = stack.task(key=key, target_id="demo")
+    name = await refuse_jobs_table(pool, key, REFUSED_ATTEMPTS)
+    async with job_worker(stack) as client:
+        try:
+            handle = await start_job(client, body, task_queue=stack.task_queue)
+            writes = await pool.fetchval(f"SELECT last_value FROM {name}")
+        finally:
+            await pool.execute(f"DROP TRIGGER {name} ON jobs; DROP FUNCTION {name}(); DROP SEQUENCE {name};")
+        try:
+            assert writes == REFUSED_ATTEMPTS + 1
+            latest = await client.get_workflow_handle(handle.id).describe()
+            assert (latest.run_id, latest.status) == (handle.result_run_id, WorkflowExecutionStatus.RUNNING)
+            runs = {w.run_id: w.status async for w in client.list_workflows(f"WorkflowId = '{handle.id}'")}
+            assert len(runs) == 2 and runs.pop(latest.run_id) == WorkflowExecutionStatus.RUNNING
+            [(refused_run, status)] = runs.items()
+            assert status == WorkflowExecutionStatus.FAILED
+            refused = await client.get_workflow_handle(handle.id, run_id=refused_run).describe()
+            assert refused.typed_search_attributes.get(JOB_TYPE) is None  # it held no job
+            assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
         finally:
             await client.get_workflow_handle(handle.id).terminate("test over")
 
