@@ -18,6 +18,7 @@ of retries): two attempts.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -37,7 +38,7 @@ from curaflow.domain.execution import JOB_TYPE
 from curaflow.jobs.submit import admission_update_id, job_id_for, start_job
 from curaflow.temporal.connection import connect
 from tests.conftest import StackFactory
-from tests.support import Stack, short_id
+from tests.support import Stack, short_id, waiting_for_a_lock
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -190,3 +191,47 @@ async def update_outcomes(client: Client, workflow_id: str) -> dict[str, tuple[s
             None if failure is None else (failure.application_failure_info.type, failure.message)
         )
     return outcomes
+
+
+async def test_an_admission_whose_worker_is_killed_mid_update_is_answered_by_the_next_worker(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A running job's Task in another text while its ``admit`` step waits on the ledger (a
+    lock), and the worker process running it is killed (SIGKILL). Nothing failed: the next
+    worker takes the run's workflow task, runs the step again and answers the same update —
+    ``start_job`` gets the job's run under the Task's own update id (no retry needed), and
+    the ledger holds one job."""
+    stack = make_stack(
+        {
+            "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "routes": ["out"]}],
+            "pixiv": {"api_url": "http://127.0.0.1:9"},  # the job's search waits, retried
+        }
+    )
+    pool = await stack.ledger()
+    client = await connect(stack.settings.temporal.address or "")
+    worker = await stack.start_worker()
+    key = f"retry-kill-{short_id()}"
+    first = stack.task(key=key, target_id="demo")
+    other_text = {**first, "correlation_id": "the same job, another text"}
+    handle = await start_job(client, first, task_queue=stack.task_queue)
+    again: asyncio.Future[Any] | None = None
+    try:
+        async with pool.acquire() as conn:
+            locked = conn.transaction()
+            await locked.start()
+            await conn.execute("LOCK TABLE jobs IN EXCLUSIVE MODE")  # the step's write waits
+            again = asyncio.ensure_future(start_job(client, other_text, task_queue=stack.task_queue))
+            await waiting_for_a_lock(pool)
+            worker.kill()
+            await locked.rollback()
+        await stack.start_worker()
+        answered = await asyncio.wait_for(again, timeout=60)
+        assert (answered.id, answered.result_run_id) == (handle.id, handle.result_run_id)
+        outcomes = await update_outcomes(client, handle.id)
+        assert outcomes == {admission_update_id(first): None, admission_update_id(other_text): None}
+        assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
+    finally:
+        if again is not None:
+            again.cancel()
+        await client.get_workflow_handle(handle.id).terminate("test over")
