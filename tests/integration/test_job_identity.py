@@ -158,6 +158,38 @@ async def ended_job(env: Env, end: str) -> tuple[str, dict[str, Any], str]:
     return key, body, handle.id
 
 
+@dataclass(frozen=True)
+class Held:
+    """An ended job as the ledger and the HTTP report hold it: ``GET /jobs/{id}``'s answer,
+    the job's events in the ledger and the names of every file under the directory route's
+    folder (compared when ``files``). A run another client adds under the job's id must
+    change none of them: nothing recorded, nothing written, nothing sent."""
+
+    job_id: str
+    report: dict[str, Any]
+    events: list[Any]
+    delivered: list[str]
+    files: bool
+
+
+async def held(env: Env, job_id: str, *, files: bool = False) -> Held:
+    """What the ledger and the HTTP report hold of ``job_id`` now, and the route's files
+    (``files``: :func:`assert_held_as` compares them too)."""
+    pool = await env.stack.ledger()
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    return Held(job_id, report, list(events), sorted(p.name for p in env.out.rglob("*")), files)
+
+
+async def assert_held_as(env: Env, before: Held) -> None:
+    """The job reads as ``before`` held it: the same report, the same events (and the same files)."""
+    now = await held(env, before.job_id, files=before.files)
+    assert now.report == before.report
+    assert now.events == before.events
+    if before.files:
+        assert now.delivered == before.delivered
+
+
 def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
     return temporal_workflow(env.address, *args)
 
@@ -589,10 +621,7 @@ async def test_a_run_added_under_an_ended_http_jobs_id_reports_it_and_the_failed
     closed = WorkflowExecutionStatus.FAILED if end == "failed" else WorkflowExecutionStatus.COMPLETED
     assert await closed_status(env.client, job_id) == closed
     own = (await env.client.get_workflow_handle(job_id).describe()).run_id
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
-    delivered = sorted(p.name for p in env.out.rglob("*"))
+    before = await held(env, job_id, files=True)
     await eventually(
         lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
     )
@@ -629,9 +658,7 @@ async def test_a_run_added_under_an_ended_http_jobs_id_reports_it_and_the_failed
     assert described.typed_search_attributes.get(JOB_STATUS) is None
     assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
     # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
-    assert sorted(p.name for p in env.out.rglob("*")) == delivered
+    await assert_held_as(env, before)
 
 
 async def test_a_jobs_own_run_that_finds_it_ended_by_the_reconciler_still_publishes_its_end(env: Env) -> None:
@@ -721,9 +748,7 @@ async def test_a_run_added_under_the_id_of_a_cancelled_job_ends_canceled_as_the_
     else:
         _key, body, job_id = await ended_job(env, end)
     own = (await settled_snapshot(env, job_id)).run_id
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    before = await held(env, job_id)
 
     if how == "cli start":
         done = await asyncio.to_thread(
@@ -770,8 +795,7 @@ async def test_a_run_added_under_the_id_of_a_cancelled_job_ends_canceled_as_the_
     state = JobState.model_validate(await added.query(JobWorkflow.status))
     assert (state.status, state.job_id) == ("cancelled", job_id)
     # The ledger and the HTTP report: as they were.
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    await assert_held_as(env, before)
 
 
 # ---- a run added under an ended job's id by a signal-with-start of ``cancel`` ----------
@@ -807,10 +831,9 @@ async def test_a_signal_with_start_cancel_under_an_ended_jobs_id_only_reports_th
     own = (await settled_snapshot(env, job_id)).run_id
     if started != "task":
         start_input = await job_input_of(env, job_id, own)
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    assert report["status"] == end
+    before = await held(env, job_id)
+    assert before.report["status"] == end
     pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     row = await pool.fetchrow("SELECT cancel_requested_at, cancel_reason FROM jobs WHERE job_id = $1", job_id)
 
     await env.client.start_workflow(
@@ -825,8 +848,7 @@ async def test_a_signal_with_start_cancel_under_an_ended_jobs_id_only_reports_th
     assert described.run_id != own
     assert described.typed_search_attributes.get(JOB_STATUS) is None
     assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    await assert_held_as(env, before)
     assert await pool.fetchrow("SELECT cancel_requested_at, cancel_reason FROM jobs WHERE job_id = $1", job_id) == row
 
 
@@ -847,10 +869,9 @@ async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_repor
     job_id = str(answer.json()["job"]["job_id"])
     await env.stack.wait_terminal(job_id, 60)
     own = (await settled_snapshot(env, job_id)).run_id
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    assert report["status"] == end
+    before = await held(env, job_id)
+    assert before.report["status"] == end
     pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     late = await job_input_of(env, job_id, own)
     late["deadline_at_ms"] = now_ms() - 1_000
     await pool.execute(
@@ -870,8 +891,7 @@ async def test_a_run_added_with_the_job_input_after_the_jobs_deadline_only_repor
     assert described.run_id != own
     assert described.typed_search_attributes.get(JOB_STATUS) is None
     assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    await assert_held_as(env, before)
 
 
 @pytest.mark.parametrize("end", ["succeeded", "cancelled"])
@@ -953,11 +973,8 @@ async def test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the
     failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
     _key, _body, job_id = await ended_job(env, end)
     own = (await settled_snapshot(env, job_id)).run_id
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    assert report["status"] == end
-    pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
-    delivered = sorted(p.name for p in env.out.rglob("*"))
+    before = await held(env, job_id, files=True)
+    assert before.report["status"] == end
     await eventually(
         lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
     )
@@ -993,9 +1010,7 @@ async def test_a_reset_of_an_ended_jobs_run_past_its_first_step_only_reports_the
     assert await runs_listed(env, f'JobStatus = "{end}"', job_id) == [own]
     assert await runs_listed(env, failed_query, job_id) == ([own] if end == "failed" else [])
     # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
-    assert sorted(p.name for p in env.out.rglob("*")) == delivered
+    await assert_held_as(env, before)
 
 
 async def after_step(env: Env, job_id: str, step: str) -> int:
@@ -1033,15 +1048,14 @@ async def test_a_reset_of_an_ended_jobs_run_to_its_last_workflow_task_only_repor
     events and the HTTP report as they were, nothing delivered again, and each documented
     list naming the job once, by its own run."""
     failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
-    before = {p.name for p in env.out.rglob("*")}
+    names_before = {p.name for p in env.out.rglob("*")}
     _key, _body, job_id = await ended_job(env, end)
     own = (await settled_snapshot(env, job_id)).run_id
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    assert report["status"] == end
-    pool = await env.stack.ledger()
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
-    delivered = sorted(p.name for p in env.out.rglob("*"))
-    assert bool(set(delivered) - before) == (end == "succeeded"), delivered  # what the job delivered, if anything
+    before = await held(env, job_id, files=True)
+    assert before.report["status"] == end
+    assert bool(set(before.delivered) - names_before) == (end == "succeeded"), (
+        before.delivered
+    )  # what the job delivered, if anything
     await eventually(
         lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
     )
@@ -1073,9 +1087,7 @@ async def test_a_reset_of_an_ended_jobs_run_to_its_last_workflow_task_only_repor
     assert len(listed) == 1, (listed, own, described.run_id)
     assert len(await runs_listed(env, failed_query, job_id)) == (1 if end == "failed" else 0)
     # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
-    assert sorted(p.name for p in env.out.rglob("*")) == delivered
+    await assert_held_as(env, before)
 
 
 # ---- a reset of a job's open run after the ledger ended the job ----------------------------
@@ -1129,10 +1141,8 @@ async def test_a_reset_of_a_jobs_open_run_the_reconciler_ended_publishes_the_job
         worker.kill()
     try:
         await env.stack.wait_terminal(job_id, 60)  # the reconciler: past its deadline, no worker
-        report = (await env.http.get(f"/jobs/{job_id}")).json()
-        assert report["status"] == "expired", report
-        pool = await env.stack.ledger()
-        events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+        before = await held(env, job_id)
+        assert before.report["status"] == "expired", before.report
         done = await asyncio.to_thread(cli, env, "reset", "-w", job_id, "--type", point, "--reason", "operator: test")
         assert done.returncode == 0, done.stderr
     finally:
@@ -1159,8 +1169,7 @@ async def test_a_reset_of_a_jobs_open_run_the_reconciler_ended_publishes_the_job
 
     await eventually(listed_once, timeout_s=15, what="the new run, alone, in the failed jobs' list")
     # The ledger and the HTTP report: as the reconciler left them.
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    await assert_held_as(env, before)
 
 
 async def test_a_task_run_that_admits_after_the_reconciler_ended_its_job_publishes_the_jobs_end(env: Env) -> None:
@@ -1186,9 +1195,8 @@ async def test_a_task_run_that_admits_after_the_reconciler_ended_its_job_publish
     pool = await env.stack.ledger()
     finished = await converge(pool, job_id, FinishCause.QUEUED_TOO_LONG)
     assert finished is not None and finished.outcome is not None
-    report = (await env.http.get(f"/jobs/{job_id}")).json()
-    assert report["status"] == "expired", report
-    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    before = await held(env, job_id)
+    assert before.report["status"] == "expired", before.report
 
     assert await closed_status(env.client, job_id, 60) == WorkflowExecutionStatus.FAILED
     handle = env.client.get_workflow_handle(job_id)
@@ -1203,8 +1211,7 @@ async def test_a_task_run_that_admits_after_the_reconciler_ended_its_job_publish
         return await runs_listed(env, failed_query, job_id) == [described.run_id]
 
     await eventually(listed_once, timeout_s=15, what="the job's run in the failed jobs' list")
-    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
-    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    await assert_held_as(env, before)
 
 
 # ---- the temporal CLI's plain start under a used key ---------------------------------------
