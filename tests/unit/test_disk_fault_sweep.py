@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import shutil
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,17 +159,22 @@ def _final_files(folder: Path, case: str) -> set[str]:
 
 
 async def _sweep_fetch(tmp_path: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sweep ``case``'s fetch (a ``-kept`` case: a fetch over the files a sound fetch of
+    the work left, fetched once and copied under each injection's store: what the store
+    reads of them is on the disk, and a copy holds the same bytes, names and modes)."""
     counted = FaultyDisk()
     store = ArtifactStore(tmp_path / "count")
+    sound = tmp_path / "sound"
     if case.endswith("kept"):
         await _fetch(store, case, None, monkeypatch)
+        shutil.copytree(store.root, sound)
     assert isinstance(await _fetch(store, case, counted, monkeypatch), Artifact)
     assert len(counted.calls) > 10, counted.calls
     wrong: list[str] = []
     for at in range(len(counted.calls)):
         store = ArtifactStore(tmp_path / str(at))
         if case.endswith("kept"):
-            await _fetch(store, case, None, monkeypatch)
+            shutil.copytree(sound, store.root)
         disk = FaultyDisk(fail_at=at, code=code)
         got = await _fetch(store, case, disk, monkeypatch)
         said = f"call {at} ({disk.failed}) {errno.errorcode[code]}"
