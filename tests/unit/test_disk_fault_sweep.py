@@ -248,13 +248,17 @@ def _half_visible(root: Path, request: DeliveryRequest) -> list[str]:
 async def test_a_failing_route_disk_is_the_routes_never_the_works(
     folder: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One artifact for every injection: the route only reads it (copies of its files go
+    # to the destination), so each injection's delivery reads the same bytes.
+    request = dir_request(folder)
+
     def fresh(name: str) -> tuple[DirectoryRoute, DeliveryRequest, Path]:
         base = folder / name
         base.mkdir()
         root = base / "out"
         if case != "new-directory":
             root.mkdir()
-        return DirectoryRoute("out", root), dir_request(base), root
+        return DirectoryRoute("out", root), request, root
 
     async def prepared(name: str) -> tuple[DirectoryRoute, DeliveryRequest, Path]:
         route, request, root = fresh(name)
