@@ -253,7 +253,8 @@ def _parse_page(
     answers) is examined ``invalid`` too, every copy: which is the work is not known. Until
     2026-12-07 each copy was examined as if it were the only one, and the copy that passed
     the target's filters was its candidate whatever the other said (a work listed R-18
-    delivered to a target refusing R-18)."""
+    delivered to a target refusing R-18). Copies differing only in their bookmark count
+    are one work read twice, examined by the lesser count (:func:`_at_least_reading`)."""
     works: list[Work] = []
     invalid = 0
     unread: list[str] = []
@@ -280,19 +281,45 @@ def _parse_page(
             if work.work_id not in unread:
                 unread.append(work.work_id)
         works.append(work)
+    works = _at_least_reading(works)
     for work_id in _listed_in_disagreement(works):
         if work_id not in unread:
             unread.append(work_id)
     return works, invalid, unread, undated
 
 
+#: Fields of a listing that are a reading of a moment, not the work's: a count that moves
+#: between two readings (``total_bookmarks``). Two copies of one work on a page that differ
+#: only in them are one work read twice (:func:`_at_least_reading`), never a disagreement.
+MOMENT_READINGS = ("total_bookmarks",)
+
+
+def _at_least_reading(works: list[Work]) -> list[Work]:
+    """``works`` (a page's, in order), every copy of a work listed more than once given the
+    least of its copies' :data:`MOMENT_READINGS` — a reading Pixiv gave, so a filter reading
+    it (``min_bookmarks``) passes the work only when every reading does — whatever else
+    they say (:func:`_listed_in_disagreement` then compares the rest). Until 2026-12-07 two
+    readings of one work's bookmarks (a replica lagging by seconds) made it ``invalid``:
+    a page listing every work so was one where a target found nothing, whatever its filters."""
+    least: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for work in works:
+        counts[work.work_id] = counts.get(work.work_id, 0) + 1
+        low = least.setdefault(work.work_id, {})
+        for field in MOMENT_READINGS:
+            value = getattr(work, field)
+            low[field] = value if field not in low else min(low[field], value)
+    return [work.model_copy(update=least[work.work_id]) if counts[work.work_id] > 1 else work for work in works]
+
+
 def _listed_in_disagreement(works: list[Work]) -> list[str]:
     """The ids a page lists more than once in listings that disagree (``works``: the page's
-    works as read, in order; two copies differing in any field read — ``x_restrict``,
-    ``visible``, a page, a shape one copy did not parse in). Which copy is the work is not
-    known: each is examined ``invalid`` (:func:`_parse_page`). A work listed twice alike is
-    none of them (its second copy is left out as a work listed again: ``scan.loop.scan``).
-    Only repeated ids are compared: ~3 µs a page of 30 distinct works."""
+    works as read, in order, a moment's readings already made alike by
+    :func:`_at_least_reading`; two copies differing in any field read — ``x_restrict``,
+    ``visible``, a page, the title, a shape one copy did not parse in). Which copy is the
+    work is not known: each is examined ``invalid`` (:func:`_parse_page`). A work listed
+    twice alike is none of them (its second copy is left out as a work listed again:
+    ``scan.loop.scan``). Only repeated ids are compared: ~3 µs a page of 30 distinct works."""
     first: dict[str, Work] = {}
     disagree: list[str] = []
     for work in works:
