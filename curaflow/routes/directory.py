@@ -684,13 +684,24 @@ def _folded_folder(work_id: str, other: str) -> RouteError:
 
 def _page_name_taken(dest: Path) -> RouteError:
     """The route's refusal of a page whose name ``dest`` holds a file of other bytes, or no
-    regular file (:func:`atomic_copy`): curaflow never replaces what it did not write —
-    the directory's owner's file, another delivery's other bytes (2026-12-07: renamed over
-    it). The work is held back, never refused: it is delivered once the name is free."""
+    regular file (:func:`atomic_copy`): curaflow never replaces a file this delivery did
+    not write — the directory's owner's file, another delivery's other bytes (2026-12-07:
+    renamed over it). The work is held back, never refused: it is delivered once the name
+    is free.
+
+    Its message says what the file may be, curaflow's own among them: an earlier delivery
+    of this work stopped after the page, before its manifest (a kill, attempts run out),
+    and the work fetched again later with other bytes (its artist replaced the image, an
+    animation encoded by another version) — such a page was never reported delivered, no
+    ``manifest.json`` beside it, and nothing tells it from the owner's file. Until
+    2026-12-07 the message said "a file curaflow did not write": the operator was told
+    the page was someone else's, not that removing it lets the work through."""
     return RouteError(
         TerminalReason.ROUTE_REFUSED,
-        f"directory: {dest} holds a file curaflow did not write for this page (other bytes, or no regular "
-        "file); a delivery never replaces it: move it away, or delete it if it is not wanted",
+        f"directory: {dest} holds other bytes than this delivery's page, or no regular file — a file of the "
+        "directory's owner, another delivery's, or this page from an earlier delivery of this work that stopped "
+        "before its manifest while the work changed at its source; a delivery never replaces it: move it away, or "
+        "delete it when no manifest.json beside it says the work was delivered",
         permanent=True,
         answer="directory page name taken",
     )

@@ -286,3 +286,30 @@ async def test_a_replay_never_removes_the_temporary_file_of_a_live_writer(tmp_pa
         assert Path(tmp).exists()
     finally:
         os.close(writer)
+
+
+async def test_a_page_an_earlier_delivery_of_the_work_left_with_other_bytes_is_reported_as_what_it_may_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An attempt killed after its page's link, before its manifest; the job ended, and a
+    # later job fetched the work again after its artist replaced the image: the page's
+    # name holds curaflow's own earlier page, other bytes. It is kept (curaflow cannot tell
+    # it from the directory owner's file), the work held back — and the refusal says what
+    # the file may be. Until 2026-12-07 it said "a file curaflow did not write": the
+    # operator was told the page was someone else's, not that deleting it (no manifest
+    # beside it: never reported delivered) lets the work through.
+    earlier = dir_request(tmp_path)
+    killed_at_unlink(monkeypatch, ".manifest.json.")
+    with pytest.raises(Killed):
+        await DirectoryRoute("out", tmp_path / "out").deliver(earlier)
+    monkeypatch.undo()
+    (page_path(tmp_path, earlier).parent / "manifest.json").unlink()  # the kill came before its manifest
+    later = dir_request(tmp_path)
+    later = dataclasses.replace(later, idempotency_key=later.idempotency_key.replace(":j:", ":j2:"))
+    Path(later.artifact.files[0].path).write_bytes(b"the artist's new image")
+    with pytest.raises(RouteError) as caught:
+        await _guarded(DirectoryRoute("out", tmp_path / "out"), later)
+    said = str(caught.value)
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED
+    assert "curaflow did not write" not in said, said
+    assert "earlier delivery of this work" in said and "no manifest.json" in said, said
