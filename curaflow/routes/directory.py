@@ -226,18 +226,34 @@ def _same_bytes(tmp: str, path: Path) -> bool:
     holding exactly the bytes of the written temporary file ``tmp`` (blocking; read in
     chunks of one MiB, stopped at the first difference).
 
+    Anything else at the name — a folder, a device, a FIFO, a socket, a link — is no
+    regular file: False, judged by a look (a device is never opened) and again by what was
+    opened, whose descriptor is closed before anything else is asked of it. Until
+    2026-12-07 a folder there was opened and handed to Python as a file, which refused it
+    (``EISDIR``) with the descriptor left open: the refusal an errno's, naming no path
+    (not ``directory page name taken``), one descriptor lost each attempt.
+
     Raises:
-        OSError: opening or reading either failed (:func:`os_failure` says whose).
+        OSError: looking, opening or reading either failed (:func:`os_failure` says whose).
     """
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        return False
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as err:
-        if err.errno in _NOT_A_FILE:
+        if err.errno in _NOT_A_FILE or err.errno == errno.EISDIR:
             return False
         raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:  # swapped in after the look
+        os.close(fd)
+        return False
     with os.fdopen(fd, "rb") as theirs, open(tmp, "rb") as mine:
-        info = os.fstat(theirs.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size != os.fstat(mine.fileno()).st_size:
+        if os.fstat(theirs.fileno()).st_size != os.fstat(mine.fileno()).st_size:
             return False
         while chunk := mine.read(1 << 20):
             if theirs.read(len(chunk)) != chunk:

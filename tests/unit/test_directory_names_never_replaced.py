@@ -313,3 +313,27 @@ async def test_a_page_an_earlier_delivery_of_the_work_left_with_other_bytes_is_r
     assert caught.value.reason == TerminalReason.ROUTE_REFUSED
     assert "curaflow did not write" not in said, said
     assert "earlier delivery of this work" in said and "no manifest.json" in said, said
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["links", "no-links"])
+async def test_a_folder_at_a_pages_name_is_a_name_taken_named_and_nothing_left_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    # A folder where the page goes is no regular file: the page's name taken, its path
+    # named, as a FIFO's or a link's. Until 2026-12-07 the comparison opened it and Python
+    # refused a folder as a file (EISDIR) with the descriptor left open — the refusal an
+    # errno's ("a name in the way", no path), one descriptor lost each attempt.
+    if not links:
+        no_links(monkeypatch)
+    request = dir_request(tmp_path)
+    name = page_path(tmp_path, request)
+    name.mkdir(parents=True)
+    opened = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
+    with pytest.raises(RouteError) as caught:
+        await _guarded(DirectoryRoute("out", tmp_path / "out"), request)
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED
+    assert caught.value.answer == "directory page name taken", caught.value.answer
+    assert str(name) in str(caught.value)
+    assert name.is_dir() and not any(name.iterdir())
+    if opened is not None:
+        assert len(os.listdir("/proc/self/fd")) <= opened, "a descriptor was left open"
