@@ -58,7 +58,9 @@ its challenge page      page was the receiver's duplicate: the work recorded
                         the route's streak should the attempts run out; a
                         ``Retry-After`` is waited (until 2026-12-07 the route's
                         refusal: the work offered to a later job under another
-                        ``webhook-id``)
+                        ``webhook-id``) — but one whose ``Location`` leaves the
+                        receiver's origin is no result of its: the route's
+                        refusal (:func:`leaves_origin`; a portal in front of it)
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
@@ -122,6 +124,7 @@ from curaflow.outbound import (
     as_outbound,
     configured,
 )
+from curaflow.outbound.destinations import url_port
 from curaflow.routes.base import (
     SEND_AGAIN_STATUSES,
     DeliveryReceipt,
@@ -572,7 +575,9 @@ class WebhookRoute:
                 ambiguous=True,
                 answer=f"HTTP 2xx status {quoted}",
             )
-        raise classify(status, response.headers.get("retry-after"))
+        raise classify(
+            status, response.headers.get("retry-after"), location=response.headers.get("location"), url=self.url
+        )
 
     @staticmethod
     def _business_status(response: httpx.Response) -> tuple[str | None, str | None]:
@@ -588,13 +593,37 @@ class WebhookRoute:
         return status_word(data.get("status")), remote_id_of(remote)
 
 
-def classify(status: int, retry_after: str | None) -> RouteError:
+def leaves_origin(location: str | None, url: str | None) -> bool:
+    """Whether a redirect's ``Location`` (resolved against the receiver's ``url``) names
+    another origin than the receiver's — another scheme, host or port (host compared
+    without case, a port its scheme's default when none is written). A ``Location`` absent,
+    or one that is no URL, names none: False (nothing is known of where it points)."""
+    if not location or not url:
+        return False
+    try:
+        own = httpx.URL(url)
+        target = own.join(location.strip())
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return False
+    return (target.scheme, (target.host or "").lower(), url_port(target)) != (
+        own.scheme,
+        (own.host or "").lower(),
+        url_port(own),
+    )
+
+
+def classify(
+    status: int, retry_after: str | None, *, location: str | None = None, url: str | None = None
+) -> RouteError:
     """The failure a receiver's answer other than 2xx and 409 means (the module's
     receiver contract): 429 → rate limited, route-wide (its stated delay, or none; the
     route's cooldown at most ``delivery.route_rate_limit_cap_ms``); 5xx and HTTP's
     own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 421, 425) →
     retried (502 / 504 ambiguous); :data:`SEE_OTHER` → retried, ambiguous (the POST may
-    have been processed, RFC 9110 §15.4.4); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
+    have been processed, RFC 9110 §15.4.4) — but one whose ``location`` leaves the
+    receiver's origin (``url``: :func:`leaves_origin`) points at no result of the
+    receiver's: a server in front of it took the POST (an authentication portal), the
+    route's refusal; :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
     does not define (600–999) is none of these: one attempt, ambiguous
     (:func:`~curaflow.routes.base.undefined_status_error`)."""
@@ -620,6 +649,22 @@ def classify(status: int, retry_after: str | None) -> RouteError:
             route_wide=status == 429,
             ambiguous=gateway,
             answer=f"HTTP {status}" if gateway else None,
+        )
+    if status == SEE_OTHER and leaves_origin(location, url):
+        # A 303 to another origin is no result of the receiver's: something in front of it
+        # answered the POST — Authelia's forward auth answers every request it will not let
+        # through, of any method but GET / HEAD, 303 to its portal on its own host
+        # (authelia/authelia #2184). Nothing was delivered: the route's refusal, as every
+        # 303 was until 2026-12-07 — the work held back and lifted by the route's pause.
+        # Read as possibly delivered (since 2026-12-07, until the same day), every work
+        # such a route was sent ran out of attempts held on the route for good.
+        return RouteError(
+            TerminalReason.ROUTE_REFUSED,
+            "webhook answered HTTP 303 See Other to another origin: not the receiver's result — a server in front "
+            "of it (an authentication portal) took the request; nothing delivered, never followed; fix the route "
+            "(its url, or let curaflow through)",
+            permanent=True,
+            answer=f"HTTP {status}",
         )
     if status == SEE_OTHER:
         # RFC 9110 §15.4.4: "an indirect response to the original request" — the receiver

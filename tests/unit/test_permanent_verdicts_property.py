@@ -149,6 +149,20 @@ GLOBAL_HEADERS = st.one_of(st.none(), st.sampled_from(["true", "false", "True", 
 #: What stands in front of the receiver says who it is: Cloudflare's `Server` and `CF-RAY`.
 SERVERS = st.one_of(st.none(), st.sampled_from(["cloudflare", "CloudFlare", "nginx", "cloudflare-like", ""]))
 CF_RAYS = st.one_of(st.none(), st.sampled_from(["8a1b2c3d4e5f6071-LAX", "", " "]))
+#: ``Location`` values, each with whether it leaves the test webhook's origin
+#: (``https://hook.test``): an authentication portal's on its own host (Authelia's 303 to
+#: a POST), another port or scheme; the receiver's own result; none that can be read.
+LOCATION_LEAVES = {
+    "https://auth.hook.test/?rd=https%3A%2F%2Fhook.test%2Fin&rm=POST": True,
+    "https://hook.test:8443/login": True,
+    "http://hook.test/result/1": True,
+    "/result/1": False,
+    "https://HOOK.test:443/result/1": False,
+    "result/1": False,
+    "": False,
+    "http://[::1": False,
+}
+LOCATIONS = st.one_of(st.none(), st.sampled_from(sorted(LOCATION_LEAVES)))
 
 JSON_LEAVES = st.one_of(
     st.none(),
@@ -318,6 +332,8 @@ def answers(
         headers["server"] = server
     if (ray := draw(CF_RAYS)) is not None:
         headers["cf-ray"] = ray
+    if (location := draw(LOCATIONS)) is not None:
+        headers["location"] = location
     return status, headers, draw(bodies(platform))
 
 
@@ -617,8 +633,12 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
     if 500 <= status < 600 or status in (408, 421, 425, 429):
         assert not err.permanent
     # RFC 9110 §15.4.4: a 303 answers a POST its server processed (the result elsewhere) —
-    # possibly delivered, one attempt; another 3xx says "not here": the route's.
-    if status == 303:
+    # possibly delivered, one attempt — unless it points off the receiver's origin (no result
+    # of the receiver's: a portal in front of it took the POST); another 3xx says "not
+    # here": the route's.
+    if status == 303 and LOCATION_LEAVES.get(headers.get("location", ""), False):
+        assert err.reason == TerminalReason.ROUTE_REFUSED and not err.ambiguous, (headers, str(err))
+    elif status == 303:
         assert err.ambiguous and not err.permanent and err.reason == TerminalReason.DELIVERY_FAILED, str(err)
     elif 300 <= status < 400:
         assert err.reason == TerminalReason.ROUTE_REFUSED and not err.ambiguous, (status, str(err))

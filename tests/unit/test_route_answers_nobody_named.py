@@ -148,6 +148,41 @@ async def test_a_webhook_303_may_follow_the_post_one_attempt_never_a_refusal(tmp
     assert not verdict.final and not verdict.remember_refusal
 
 
+AUTH_PORTALS = {
+    # Authelia's forward auth answers a request it will not let through 303 when its method
+    # is not GET / HEAD (authelia/authelia #2184, 2021): every POST of a webhook whose url
+    # sits behind it, the portal on its own host, the url asked back in `rd`.
+    "authelia": "https://auth.hook.test/?rd=https%3A%2F%2Fhook.test%2Fin&rm=POST",
+    "another-port": "https://hook.test:8443/login",
+    "another-scheme": "http://hook.test/result/1",
+}
+
+
+@pytest.mark.parametrize("location", list(AUTH_PORTALS.values()), ids=list(AUTH_PORTALS))
+async def test_a_webhook_303_to_another_origin_is_the_routes_refusal_never_possibly_delivered(
+    tmp_path: Path, location: str
+) -> None:
+    """A 303 pointing off the receiver's origin points at no result of the receiver's: a
+    server in front of it (an authentication portal) took the POST instead — nothing was
+    delivered. The route's refusal, as before 2026-12-07: the work held back (lifted by
+    the route's pause), never held on the route for good as possibly delivered. Until then
+    (since the same day) every work a webhook behind Authelia was sent ran out of attempts
+    "possibly delivered" — kept from the route for good, never lifted by its pause."""
+    err = await failure(webhook, lambda _r: httpx.Response(303, headers={"location": location}), tmp_path)
+    assert is_the_routes(err) and not err.ambiguous, str(err)
+    assert err.answer is not None and "303" in err.answer
+    assert "another origin" in str(err), str(err)
+
+
+@pytest.mark.parametrize("location", ["/result/1", "https://HOOK.test:443/result/1", "result/1", None])
+async def test_a_webhook_303_on_the_receivers_own_origin_or_none_stays_possibly_delivered(
+    tmp_path: Path, location: str | None
+) -> None:
+    headers = {"location": location} if location is not None else {}
+    err = await failure(webhook, lambda _r: httpx.Response(303, headers=headers), tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and err.ambiguous and not err.permanent, str(err)
+
+
 @pytest.mark.parametrize("status", [300, 301, 302, 304, 307, 308])
 async def test_a_webhook_redirect_that_says_the_post_was_not_processed_stays_the_routes(
     tmp_path: Path, status: int
