@@ -6,7 +6,7 @@ curaflow additions for delivery routes that are not TelePost:
 
 * ``delivery_rejected``: a route refused the work itself, permanently — only for an
   answer the route recognises as the work's (a page Telegram cannot process, content
-  Discord refuses, a receiver's 415 / 422); the original calls this
+  Discord refuses, a webhook receiver's 422); the original calls this
   ``telepost_rejected``, which is kept as an alias with the same protocol code. Any
   other refusal is ``route_refused`` (the route's);
 * ``delivery_unknown``: a request left for a route without an idempotency key

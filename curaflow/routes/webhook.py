@@ -61,8 +61,11 @@ its challenge page      page was the receiver's duplicate: the work recorded
                         ``webhook-id``) — but one whose ``Location`` leaves the
                         receiver's origin is no result of its: the route's
                         refusal (:func:`leaves_origin`; a portal in front of it)
-415, 422                the receiver refuses this work (its type, its content):
-                        ``delivery_rejected``, never retried
+422                     the receiver refuses this work (its content):
+                        ``delivery_rejected``, never retried — the one 4xx read
+                        as the work's (a 415 until 2026-12-07 too: curaflow
+                        sends every work as ``application/json``, so a 415
+                        refuses every work alike, the route's below)
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
                         without it waits the backoff of
                         :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429
@@ -77,9 +80,10 @@ whatever its body)      ``webhook-id``, remembered as possibly delivered):
                         :func:`~curaflow.routes.base.undefined_status_error`,
                         the one reading of every route
 any other answer        the receiver refuses the request itself (401, 403, 404,
-(400, 401, 403, 404,    410, 413 — its credentials, its address, its size limit —,
-410, 413, any other     a status it never documented, a redirect — 301, 302, 307,
-4xx, any other 3xx)     308: not processed, the url moved —, never followed):
+(400, 401, 403, 404,    410, 413, 415 — its credentials, its address, its size
+410, 413, 415, any      limit, the media type it takes —, a status it never
+other 4xx, any other    documented, a redirect — 301, 302, 307, 308: not
+3xx)                    processed, the url moved —, never followed):
                         ``route_refused`` (the route's failure: the work is not used
                         up), never retried
 connect error, connect  retried (the request never left: not ambiguous)
@@ -201,9 +205,14 @@ class WebhookRouteConfig(RouteSettings):
 #: RFC 9110 §15.4.4 See Other: the one redirect that answers a POST after processing it
 #: (:func:`classify`: possibly delivered, never the route's refusal).
 SEE_OTHER = 303
-#: Statuses by which a receiver says the work itself is the problem: its type (415
-#: Unsupported Media Type), its content (422 Unprocessable Content).
-WORK_STATUSES = (415, 422)
+#: Statuses by which a receiver says the work itself is the problem: its content (422
+#: Unprocessable Content) — the one 4xx whose answer can depend on the work. Every other
+#: 4xx answers what curaflow sends alike for every work: the media type (415 Unsupported
+#: Media Type: curaflow always sends ``application/json``; until 2026-12-07 the work's, each
+#: work refused for good on the route one by one), the credentials, the address, the method,
+#: the framing (401, 403, 404, 405, 406, 411, 414, 426, 431 …) — the route's
+#: (``route_refused``), as any answer curaflow does not recognise ("the unknown is cheap").
+WORK_STATUSES = frozenset({422})
 
 #: A 2xx ``status`` saying the receiver has the delivery: the reference's acknowledgements
 #: (``accepted``, ``idempotent_replay``: reference §1.3, "2xx + explicit success word →

@@ -438,7 +438,9 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str, tim
         (Reply(202, {"status": "queued"}), "ambiguous"),
         (Reply(202, {"status": "pending"}, headers={"retry-after": "90"}), "ambiguous"),
         (Reply(422, {"error": "bad content"}), "rejected"),
-        (Reply(415, {"error": "unsupported type"}), "rejected"),
+        # curaflow sends every work as application/json: a 415 refuses every work alike,
+        # the receiver's configuration — the route's (the work's until 2026-12-07).
+        (Reply(415, {"error": "unsupported type"}), "refused"),
         (Reply(400, {"error": "bad"}), "refused"),  # a bare 400 names no work: the route's
         (Reply(404, None), "refused"),
         (Reply(413, None), "refused"),

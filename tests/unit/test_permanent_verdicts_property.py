@@ -81,8 +81,9 @@ TG_WORK_WORDS = (
 #: Not 200001 (a title blocked: curaflow sends none — the route's since 2026-12-07).
 DC_WORK_CODES = {20009, 50045, 200000, 240000}
 DC_FORM_BODY = 50035
-#: The webhook route's published receiver contract: 415 / 422, or a 2xx saying "rejected".
-WH_WORK_STATUSES = {415, 422}
+#: The webhook route's published receiver contract: 422, or a 2xx saying "rejected" (a 415 is the route's:
+#: curaflow sends every work as application/json — 2026-12-07).
+WH_WORK_STATUSES = {422}
 #: A 2xx's words the contract reads (docs/routes.md "Webhook receivers"; reference §4.1:
 #: "2xx + explicit success word → delivered; … unknown 2xx word → retry"): the receiver has
 #: it, already had it, refuses the work, failed, holds it. Any other word is one never seen.

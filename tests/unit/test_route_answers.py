@@ -656,20 +656,29 @@ async def test_an_integer_id_longer_than_any_id_is_a_delivery_with_no_id(tmp_pat
 # ---- webhook ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 405, 406, 410, 411, 413, 414, 418, 451, 499])
+@pytest.mark.parametrize(
+    "status", [400, 401, 402, 403, 404, 405, 406, 410, 411, 413, 414, 415, 418, 426, 431, 451, 499]
+)
 async def test_an_unknown_or_destination_webhook_refusal_is_the_routes(tmp_path: Path, status: int) -> None:
     err = await failure(webhook, lambda _r: httpx.Response(status, json={"error": "no"}), tmp_path)
     assert is_the_routes(err), status
 
 
+async def test_a_webhook_415_is_the_routes_whatever_the_work(tmp_path: Path) -> None:
+    """curaflow sends every work as ``application/json``: a receiver refusing that media type
+    refuses every work alike — its own configuration, never one work's type (until
+    2026-12-07 ``delivery_rejected``: each work refused for good on the route, one by one)."""
+    err = await failure(webhook, lambda _r: httpx.Response(415, json={"error": "unsupported media type"}), tmp_path)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and err.answer == "http 415"
+
+
 @pytest.mark.parametrize(
     "answer",
     [
-        lambda _r: httpx.Response(415, json={"error": "unsupported media type"}),
         lambda _r: httpx.Response(422, json={"error": "content refused"}),
         lambda _r: httpx.Response(200, json={"status": "rejected"}),
     ],
-    ids=["415", "422", "2xx-rejected"],
+    ids=["422", "2xx-rejected"],
 )
 async def test_a_webhook_receiver_refusing_the_work_says_so(tmp_path: Path, answer: Answer) -> None:
     err = await failure(webhook, answer, tmp_path)
