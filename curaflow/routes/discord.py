@@ -79,7 +79,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
 import httpx
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
@@ -110,6 +110,39 @@ MiB = 1024 * 1024
 DISCORD_REQUEST_MAX_BYTES = 10 * MiB
 
 
+#: Most characters of a webhook's name (Discord developer docs, Webhook Resource, "Create
+#: Webhook": the nickname guidelines, "with an exception that webhook names can be up to 80
+#: characters"); the least is the nickname's, 1.
+USERNAME_MAX_CHARS = 80
+#: Words a webhook's name may not hold, in any case (the same section: "It does not contain
+#: the substrings clyde or discord (case-insensitive)").
+USERNAME_FORBIDDEN = ("clyde", "discord")
+
+
+def username_refusal(username: str) -> str | None:
+    """Why Discord refuses ``username`` as the name of a webhook's message, or None when it
+    takes it (Discord developer docs, Webhook Resource, "Create Webhook" — the rules of a
+    webhook's name, which ``username`` overrides, and "Usernames and Nicknames": a name is
+    trimmed of leading and trailing blanks). Counted in characters (code points) once
+    trimmed: at least 1, at most :data:`USERNAME_MAX_CHARS`; none of
+    :data:`USERNAME_FORBIDDEN`, case-folded.
+
+    Discord refuses such a name at delivery, every message alike (a 400 naming
+    ``username``: the route's refusal, each work held back until the route paused): the
+    configuration refuses it at load instead (2026-12-07; before, it loaded and cost
+    deliveries and a page)."""
+    name = username.strip()
+    if not name:
+        return "Discord refuses an empty name (blanks are trimmed); leave username out to keep the webhook's own"
+    if len(name) > USERNAME_MAX_CHARS:
+        return f"Discord takes a name of at most {USERNAME_MAX_CHARS} characters; this one has {len(name)}"
+    folded = name.casefold()
+    for word in USERNAME_FORBIDDEN:
+        if word in folded:
+            return f"Discord refuses a webhook name holding {word!r} in any case"
+    return None
+
+
 class DiscordRouteConfig(RouteSettings):
     """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
 
@@ -128,7 +161,10 @@ class DiscordRouteConfig(RouteSettings):
             webhook, default 10 MiB); pages are packed in order into messages of ≤ 10
             files whose whole request (files, ``payload_json``, framing) fits.
         content_max: message text limit (≤ 2000 characters).
-        username: overrides the webhook's display name.
+        username: overrides the webhook's display name: 1 to 80 characters once trimmed
+            of blanks, never holding ``clyde`` or ``discord`` in any case
+            (:func:`username_refusal`, Discord's rules for a webhook's name); refused at
+            load otherwise — Discord refuses it for every message.
         thread_id: post into this thread of a forum channel.
     """
 
@@ -141,6 +177,14 @@ class DiscordRouteConfig(RouteSettings):
     username: str | None = None
     thread_id: str | None = None
     on_ambiguous: Literal["fail", "retry"] = "fail"
+
+    @field_validator("username")
+    @classmethod
+    def _username_discord_takes(cls, value: str | None) -> str | None:
+        refusal = username_refusal(value) if value is not None else None
+        if refusal is not None:
+            raise ValueError(refusal)
+        return value
 
     @model_validator(mode="after")
     def _file_fits_a_request(self) -> DiscordRouteConfig:
