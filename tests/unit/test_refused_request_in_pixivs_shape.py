@@ -72,17 +72,47 @@ async def test_a_400_not_in_the_validators_shape_is_one_retried_attempt(body: di
 @pytest.mark.parametrize(
     "message",
     [
-        '{"offset":["offset must be no more than 5000"]}',  # reference §2.2
         '{"start_date":["start_date is invalid"],"end_date":["end_date is invalid"]}',
-        '{"illust_id":["Illust Id is required","Illust Id must be an integer (0-9)"]}',  # pixivpy #39
+        '{"word":["word is too long"]}',
+        '{"search_target":["search_target is invalid"],"sort":["sort is invalid"]}',
     ],
 )
 async def test_a_400_refusing_the_requests_parameters_still_ends_the_job(message: str) -> None:
     pixiv, seen = client(lambda request: httpx.Response(400, json=app_api_error(message=message)))
     with pytest.raises(SourceError) as raised:
-        await pixiv.ranking()
+        await pixiv.search_illust("tag", start_date="2026-01-01", end_date="2026-01-02")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
-    assert seen == ["/auth/token", "/v1/illust/ranking", "/auth/token", "/v1/illust/ranking"]
+    assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
+
+
+async def test_a_ranking_refused_on_the_mode_it_sent_ends_the_job() -> None:
+    message = '{"mode":["mode is invalid"]}'
+    pixiv, _ = client(lambda request: httpx.Response(400, json=app_api_error(message=message)))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.ranking("week_rookie_manga")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        '{"illust_id":["Illust Id is required","Illust Id must be an integer (0-9)"]}',  # pixivpy #39
+        '{"offset":["offset must be no more than 5000"]}',  # no offset was sent (the first page)
+        '{"word":["word is too long"],"illust_id":["Illust Id is required"]}',  # one sent, one not
+        '{"start_date":["start_date is invalid"]}',  # the search sent no date
+    ],
+    ids=["illust_id", "offset-unsent", "one-of-two-unsent", "date-unsent"],
+)
+async def test_a_400_naming_a_parameter_never_sent_is_the_sources_one_retried_attempt(message: str) -> None:
+    """The validator's refusal of a parameter curaflow did not send answers another request
+    than the one sent — a cache or a proxy keyed wrongly, an endpoint moved behind the same
+    path: the source's, one retried attempt, never the query's (until 2026-12-07 the search
+    job ended unretried, its target's cell with it)."""
+    pixiv, seen = client(lambda request: httpx.Response(400, json=app_api_error(message=message)))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
 
 
 @pytest.mark.parametrize("body", [*NEVER_SEEN[:2], app_api_error(message='{"illust_id":["Illust Id is required"]}')])

@@ -9,8 +9,9 @@ own: ``remote_http_error``, not retried, the job ended — and every later job o
 target reached the same page and ended the same way (until 2026-12-07). Now such a refusal,
 answered to a page the walk paged to, is the walk's last offset: a date-sorted search moves
 its date window (a crowded day is read from its other end), any other sort ends its pages
-there, as at offset 5000. A refusal at offset 0, or one naming other parameters, still ends
-the job.
+there, as at offset 5000. A refusal past offset 0 naming other parameters the search sent
+still ends the job; one naming a parameter never sent (``offset`` to the first page) is
+another request's answer, one retried attempt.
 
 The client runs against ``httpx.MockTransport``, the app-api answering in its wire format.
 """
@@ -179,11 +180,13 @@ async def test_a_lowest_cap_still_ends(per_day: list[int], frontier: bool) -> No
 @pytest.mark.parametrize(
     "message",
     [
-        '{"offset":["offset must be no more than 3000"],"start_date":["start_date is invalid"]}',
-        '{"start_date":["start_date is invalid"]}',
+        '{"offset":["offset must be no more than 3000"],"word":["word is invalid"]}',
+        '{"sort":["sort is invalid"]}',
     ],
 )
 async def test_a_refusal_naming_other_parameters_still_ends_the_job(message: str) -> None:
+    # Parameters the search sent (a parameter it never sent is another request's answer:
+    # one retried attempt, tests/unit/test_refused_request_in_pixivs_shape.py).
     works = _works([100])
     base = _app_api(works, 10_000, [])
 
@@ -197,30 +200,38 @@ async def test_a_refusal_naming_other_parameters_still_ends_the_job(message: str
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
 
 
-async def test_an_offset_refused_at_offset_0_still_ends_the_job() -> None:
+async def test_an_offset_refused_to_the_first_page_is_one_retried_attempt() -> None:
+    """The first page is asked with no ``offset``: a refusal naming it answers another
+    request (a cache or a proxy keyed wrongly) — the source's, retried, never the query's
+    end (until 2026-12-07 the job ended unretried)."""
+
     def answer(request: httpx.Request) -> httpx.Response:
         return _refusal('{"offset":["offset must be no more than 0"]}')
 
     with pytest.raises(SourceError) as raised:
         await _scan(answer, "date_desc", False)
-    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
 
 
 @pytest.mark.parametrize(
-    ("offset", "message", "told"),
+    ("offset", "message", "told", "retried"),
     [
-        (3030, '{"offset":["offset must be no more than 3000"]}', True),
-        (0, '{"offset":["offset must be no more than 3000"]}', False),  # no offset asked
-        (3030, '{"offset":["offset must be no more than 3000"],"word":["word is required"]}', False),
+        (3030, '{"offset":["offset must be no more than 3000"]}', True, False),
+        # No offset asked (offset 0 is not sent): another request's answer, retried.
+        (0, '{"offset":["offset must be no more than 3000"]}', False, True),
+        (3030, '{"offset":["offset must be no more than 3000"],"word":["word is required"]}', False, False),
     ],
 )
-async def test_the_client_tells_an_offset_refused_alone_past_offset_0(offset: int, message: str, told: bool) -> None:
+async def test_the_client_tells_an_offset_refused_alone_past_offset_0(
+    offset: int, message: str, told: bool, retried: bool
+) -> None:
     """``OffsetRefused`` (carrying the offset asked) only for ``offset`` refused alone past
-    offset 0; every such refusal stays final (``remote_http_error``, not retried)."""
+    offset 0; a refusal of parameters sent stays final (``remote_http_error``, not
+    retried), one naming a parameter never sent is retried (2026-12-07)."""
     pixiv = pixiv_answering(lambda request: _refusal(message))
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("x", offset=offset)
-    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, retried)
     assert isinstance(raised.value, OffsetRefused) is told
     if told:
         assert isinstance(raised.value, OffsetRefused) and raised.value.offset == offset

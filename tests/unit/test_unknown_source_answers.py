@@ -325,7 +325,8 @@ async def test_an_app_api_400_in_words_never_seen_refreshes_the_token_once_befor
 
 
 async def test_an_app_api_400_refused_again_after_the_refresh_still_ends_the_job() -> None:
-    refused = _app_api_error('{"offset":["offset must be no more than 5000"]}')
+    # A parameter the search sent (one it never sent is another request's answer, retried).
+    refused = _app_api_error('{"word":["word is too long"]}')
     pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(400, json=refused))
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("tag")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Collection
 from typing import Any
 
 import httpx
@@ -82,21 +83,22 @@ def is_app_api_400(status: int, body: Any) -> bool:
 PARAMETER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
-def refuses_parameters(body: Any) -> bool:
-    """Whether an app-api error object's ``message`` is its validator's refusal of the
-    request's parameters: text holding a JSON object, not empty, each key a parameter's
-    name (:data:`PARAMETER_NAME`) and each value a non-empty list of text —
-    ``"{\"offset\":[\"offset must be no more than 5000\"]}"`` (reference
+def refused_parameters(body: Any) -> frozenset[str] | None:
+    """The parameters an app-api error object's ``message`` refuses when it is its
+    validator's refusal of the request's parameters — text holding a JSON object, not
+    empty, each key a parameter's name (:data:`PARAMETER_NAME`) and each value a non-empty
+    list of text: ``"{\"offset\":[\"offset must be no more than 5000\"]}"`` (reference
     ``pixiv-and-delivery-apis.md`` §2.2), ``"{\"illust_id\":[\"Illust Id is required\", …]}"``
-    (pixivpy #39). Its words are never matched: the shape names the parameters."""
+    (pixivpy #39) —; None for any other body. Its words are never matched: the shape names
+    the parameters."""
     message = body["error"].get("message") if is_app_api_error(body) else None
     if not isinstance(message, str) or not message.lstrip().startswith("{"):
-        return False
+        return None
     try:
         refused = json.loads(message)
     except (ValueError, RecursionError):
-        return False
-    return (
+        return None
+    shaped = (
         isinstance(refused, dict)
         and bool(refused)
         and all(
@@ -108,17 +110,23 @@ def refuses_parameters(body: Any) -> bool:
             for name, words in refused.items()
         )
     )
+    return frozenset(refused) if shaped else None
 
 
-def refuses_offset_alone(status: int, body: Any) -> bool:
-    """Whether an app-api answer refuses the request (:func:`refuses_request`) naming
-    ``offset`` and no other parameter: ``{"offset":["offset must be no more than 5000"]}``
-    (reference ``pixiv-and-delivery-apis.md`` §2.2) — the limit of its pages, whatever
-    number its words give. ``PixivClient._get`` tells it apart (:class:`OffsetRefused`)
-    for a page asked past offset 0 (2026-12-07)."""
-    if not refuses_request(status, body):
-        return False
-    return set(json.loads(body["error"]["message"])) == {"offset"}
+def refuses_parameters(body: Any) -> bool:
+    """Whether an app-api error object's ``message`` is its validator's refusal of the
+    request's parameters (:func:`refused_parameters`), whichever it names."""
+    return refused_parameters(body) is not None
+
+
+def refuses_offset_alone(status: int, body: Any, sent: Collection[str]) -> bool:
+    """Whether an app-api answer refuses the request (:func:`refuses_request`, ``sent`` the
+    names of the parameters sent) naming ``offset`` and no other parameter:
+    ``{"offset":["offset must be no more than 5000"]}`` (reference
+    ``pixiv-and-delivery-apis.md`` §2.2) — the limit of its pages, whatever number its
+    words give. ``PixivClient._get`` tells it apart (:class:`OffsetRefused`) for a page
+    asked past offset 0 (2026-12-07)."""
+    return refuses_request(status, body, sent) and refused_parameters(body) == {"offset"}
 
 
 class OffsetRefused(SourceError):
@@ -139,13 +147,20 @@ class OffsetRefused(SourceError):
         self.offset = offset
 
 
-def refuses_request(status: int, body: Any) -> bool:
+def refuses_request(status: int, body: Any, sent: Collection[str]) -> bool:
     """Whether an app-api answer refuses the request itself, so that asking again gets
     the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_400`)
     whose ``message`` is its validator's refusal of the request's parameters
-    (:func:`refuses_parameters`) — ``remote_http_error``, not retried: the job ends — for
-    a request of no work (a search, a ranking); asked of one work, the work is held back
-    briefly instead (:func:`is_app_api_400`).
+    (:func:`refused_parameters`), every parameter it names one of ``sent`` (the names of
+    the parameters the request carried) — ``remote_http_error``, not retried: the job ends
+    — for a request of no work (a search, a ranking); asked of one work, the work is held
+    back briefly instead (:func:`is_app_api_400`).
+
+    A refusal naming a parameter the request did not carry (``illust_id`` to a search, an
+    ``offset`` to a first page, a date to a search that sent none) answers another request
+    than the one sent — a cache or a proxy keyed wrongly, an endpoint moved behind the same
+    path: it says nothing of the query, and is the source's, one retried attempt (until
+    2026-12-07 it ended the search's job unretried, its target's cell with it).
 
     Recognised positively, status, shape and the parameters named (2026-12-07): the same
     object with other words — the app-api's "指定されたエンドポイントは存在しません" (the
@@ -163,7 +178,10 @@ def refuses_request(status: int, body: Any) -> bool:
     account's or a work's are recognised before it (:func:`says_restricted`,
     :func:`says_gone`, the OAuth marks, a rate limit).
     """
-    return is_app_api_400(status, body) and refuses_parameters(body)
+    if not is_app_api_400(status, body):
+        return False
+    refused = refused_parameters(body)
+    return refused is not None and refused <= frozenset(sent)
 
 
 #: The status by which a bearer token is refused (RFC 6750 §3.1: ``invalid_token``).

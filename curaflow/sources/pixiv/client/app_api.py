@@ -337,8 +337,10 @@ class PixivClient(ImageRequests):
         Raises:
             SourceError: classified failure; final (``retryable`` False) only for the
                 app-api's own 400 refusing the request's parameters in its validator's
-                shape (:func:`refuses_request`) to a request of no work (a search, a
-                ranking, a page), retried for any other 4xx, in any shape or words.
+                shape, naming only parameters the request carried (:func:`refuses_request`),
+                to a request of no work (a search, a ranking, a page), retried for any
+                other 4xx, in any shape or words, and for that refusal naming a parameter
+                never sent (another request's answer: a cache or a proxy keyed wrongly).
             OffsetRefused: that refusal naming ``offset`` alone for a page asked past
                 offset 0 (:func:`refuses_offset_alone`): the limit of the app-api's pages
                 lies before it (final too; a scan takes it for its walk's last offset).
@@ -418,7 +420,8 @@ class PixivClient(ImageRequests):
                 await self.authenticate(refused=token)
                 continue
             restricted = says_restricted(response.status_code, body)
-            refused = refuses_request(response.status_code, body)
+            sent = frozenset(params or ())  # the names of the parameters the request carried
+            refused = refuses_request(response.status_code, body, sent)
             if work_id is not None and (
                 response.status_code in (403, 404) or restricted or is_app_api_400(response.status_code, body)
             ):
@@ -462,8 +465,11 @@ class PixivClient(ImageRequests):
                 # to parse), or that carries an error text none of the marks above
                 # recognised, is the source's glitch, retried like a 5xx. A 4xx is final
                 # only as the app-api's own 400 refusing the request's parameters in its
-                # validator's shape (refuses_request; in other words one retried attempt,
-                # 2026-12-07: it ended the job at its first answer); a 4xx of another
+                # validator's shape naming only parameters the request carried
+                # (refuses_request; in other words one retried attempt, 2026-12-07: it
+                # ended the job at its first answer; naming a parameter never sent —
+                # illust_id to a search: a cache or proxy keyed wrongly — one retried
+                # attempt too, 2026-12-07); a 4xx of another
                 # shape — an HTML page, an empty body, another JSON — is what a proxy, a CDN
                 # or a moved endpoint answers every request while it lasts, and the
                 # app-api's object under another 4xx (a 403, a 404, a 410 with words never
@@ -475,7 +481,7 @@ class PixivClient(ImageRequests):
                 # attempt too (until 2026-12-06 its object was read as the app-api's answer).
                 garbled = 200 <= status < 300 and text is None
                 asked_at = _offset_asked(params)
-                if asked_at > 0 and refuses_offset_alone(status, body):
+                if asked_at > 0 and refuses_offset_alone(status, body, sent):
                     # The limit of the app-api's pages lies before the offset asked: a
                     # scan paging to it takes it for its walk's last offset (OffsetRefused,
                     # 2026-12-07); at offset 0, or naming other parameters, the request's own.

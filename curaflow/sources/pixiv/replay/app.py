@@ -318,7 +318,7 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
         for name, value in (("start_date", start), ("end_date", end)):
             if value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
                 # The app-api's validator names the parameter it refuses (its shape, as for
-                # an offset past 5000: answers.refuses_parameters).
+                # an offset past 5000: answers.refused_parameters; a parameter the request carried).
                 return answer(request, "search", error(400, json.dumps({name: [f"{name} is invalid"]})))
         for name, words in SEARCH_WORDS.items():
             if name in params and params[name] not in words:
