@@ -473,6 +473,7 @@ class DeliveryRecords:
                 answer=err.answer,
                 threshold=policy.refusal_streak,
                 pause_ms=policy.route_pause_ms,
+                at_once=err.pauses_route,
             )
         return _Failure(held_until, delay_ms, pause)
 
@@ -499,9 +500,13 @@ class DeliveryRecords:
                 works=[w[1] for w in pause.works],
                 restored=pause.restored,
                 paused_for_s=round(policy.route_pause_ms / 1000),
-                hint=f"the route refused {len(pause.works)} different works in a row with the same answer: it is "
-                "broken, not the works (their refusals were lifted). Fix the route, then "
-                f"`curaflow routes resume {inp.route.name}`",
+                hint=(
+                    "the receiver says its endpoint is gone for good (whatever the work; the work's hold was lifted)"
+                    if err.pauses_route
+                    else f"the route refused {len(pause.works)} different works in a row with the same answer: it "
+                    "is broken, not the works (their refusals were lifted)"
+                )
+                + f". Fix the route, then `curaflow routes resume {inp.route.name}`",
             )
         elif refused:
             metrics.record_refusal(inp.route.name, inp.route.kind)

@@ -10,6 +10,9 @@ streak, its pause and its rate-limit cooldown. The one owner of "is this route b
   (:mod:`curaflow.ledger.remembered`): no work is lost to a misconfigured destination.
   Another answer starts a new streak; a confirmed delivery on the route ends it (in the
   statement that records the delivery, :func:`curaflow.ledger.deliveries.record_delivered`).
+  An answer saying the route's destination is gone for good, whatever the work (a
+  webhook's 410 Gone: ``RouteError.pauses_route``), pauses the route at once (``at_once``,
+  2026-12-07): no streak to wait for.
 * **Pause**: while ``paused_until`` lies ahead, a deliver attempt on the route sends
   nothing and ends its cell ``route_paused`` at once
   (:func:`curaflow.ledger.deliveries.claim_send` reads the gate in the statement that
@@ -127,6 +130,7 @@ async def count_refusal(
     answer: str,
     threshold: int,
     pause_ms: int,
+    at_once: bool = False,
 ) -> Pause | None:
     """Count a final refusal of ``work_id`` by ``route`` with ``answer`` in the route's
     streak (module doc), in the caller's transaction — after the refusal or hold of the
@@ -140,6 +144,10 @@ async def count_refusal(
         threshold: different works refused in a row with that answer that pause the route
             (≥ 2).
         pause_ms: how long the pause lasts.
+        at_once: the answer says the route's destination is gone for good whatever the
+            work (:attr:`curaflow.routes.base.RouteError.pauses_route`: a webhook's 410
+            Gone): the route is paused at this refusal, its work's hold lifted, without
+            waiting for ``threshold`` works (2026-12-07).
 
     Returns:
         The :class:`Pause` when this refusal paused the route, else None (also when the
@@ -150,7 +158,9 @@ async def count_refusal(
     works = gate.streak_works if gate.streak_answer == answer else []
     if work not in works:
         works = [*works, work]
-    if len(works) < max(2, threshold) or gate.paused_ms > 0:
+    if at_once:
+        works = [work]
+    if (len(works) < max(2, threshold) and not at_once) or gate.paused_ms > 0:
         await conn.execute(
             f"""UPDATE route_gates SET streak_answer = $2, streak_works = $3::jsonb, updated_at = {DB_NOW_MS}
                 WHERE route = $1""",
@@ -159,9 +169,12 @@ async def count_refusal(
             works,
         )
         return None
-    reason = clipped_within(
-        clean_text(f"{len(works)} different works refused in a row with the same answer: {answer}"), REASON_CHARS
+    said = (
+        f"the receiver says its endpoint is gone: {answer}"
+        if at_once
+        else f"{len(works)} different works refused in a row with the same answer: {answer}"
     )
+    reason = clipped_within(clean_text(said), REASON_CHARS)
     until = gate.now + max(0, pause_ms)
     await conn.execute(
         f"""UPDATE route_gates SET paused_until = $2, pause_reason = $3, pauses = pauses + 1,

@@ -652,7 +652,7 @@ def record_ledger_statement(step: str, transaction: bool) -> None:
 
 @_safe
 def record_route_paused(route: str, kind: str) -> None:
-    """Count a route paused for a refusal streak (once per pause)."""
+    """Count a route paused for a refusal streak, or at once for its destination gone (once per pause)."""
     ROUTE_PAUSES.labels(route=route, kind=kind).inc()
 
 

@@ -489,6 +489,12 @@ class RouteError(Exception):
             refused in a row with the same answer — or ending ``delivery_unknown`` with it
             on an at-most-once route — make the route paused
             (:mod:`curaflow.ledger.route_gates`).
+        pauses_route: the answer says the route's destination is gone for good, whatever
+            the work (a webhook receiver's 410 Gone: RFC 9110 §15.5.11, and Standard
+            Webhooks 1.0 — the sender should disable the endpoint): a refusal of the route
+            (``route_refused``, with its ``answer``) that pauses the route at this first
+            answer and pages, instead of waiting for the refusal streak (2026-12-07; before,
+            two more works were held back first).
 
     The message may quote the destination's words (Telegram's ``description``, Discord's
     ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`), holds none of
@@ -507,6 +513,7 @@ class RouteError(Exception):
         route_wide: bool = False,
         ambiguous: bool = False,
         answer: str | None = None,
+        pauses_route: bool = False,
     ) -> None:
         super().__init__(redacted(clean_text(message))[:500])
         self.reason = reason
@@ -516,6 +523,7 @@ class RouteError(Exception):
         self.route_wide = route_wide
         self.ambiguous = ambiguous
         self.answer = answer_key(redacted(answer)) if answer is not None else None
+        self.pauses_route = pauses_route
 
 
 def read_pages(files: Sequence[ArtifactFile]) -> list[bytes]:

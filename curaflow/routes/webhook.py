@@ -85,7 +85,10 @@ any other answer        the receiver refuses the request itself (401, 403, 404,
 other 4xx, any other    documented, a redirect — 301, 302, 307, 308: not
 3xx)                    processed, the url moved —, never followed):
                         ``route_refused`` (the route's failure: the work is not used
-                        up), never retried
+                        up), never retried; a 410 Gone (the endpoint gone for good,
+                        Standard Webhooks 1.0: disable it) pauses the route at this
+                        first answer and pages (``pauses_route``; until 2026-12-07
+                        after the refusal streak, two more works held back first)
 connect error, connect  retried (the request never left: not ambiguous)
 or pool timeout
 timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
@@ -205,6 +208,10 @@ class WebhookRouteConfig(RouteSettings):
 #: RFC 9110 §15.4.4 See Other: the one redirect that answers a POST after processing it
 #: (:func:`classify`: possibly delivered, never the route's refusal).
 SEE_OTHER = 303
+#: RFC 9110 §15.5.11 Gone: the receiver's endpoint is gone for good (Standard Webhooks 1.0:
+#: the sender should disable it) — the route's refusal that pauses it at once
+#: (:attr:`~curaflow.routes.base.RouteError.pauses_route`).
+GONE = 410
 #: Statuses by which a receiver says the work itself is the problem: its content (422
 #: Unprocessable Content) — the one 4xx whose answer can depend on the work. Every other
 #: 4xx answers what curaflow sends alike for every work: the media type (415 Unsupported
@@ -632,7 +639,8 @@ def classify(
     have been processed, RFC 9110 §15.4.4) — but one whose ``location`` leaves the
     receiver's origin (``url``: :func:`leaves_origin`) points at no result of the
     receiver's: a server in front of it took the POST (an authentication portal), the
-    route's refusal; :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
+    route's refusal; :data:`GONE` → ``route_refused`` pausing the route at once
+    (``pauses_route``); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
     does not define (600–999) is none of these: one attempt, ambiguous
     (:func:`~curaflow.routes.base.undefined_status_error`)."""
@@ -692,6 +700,20 @@ def classify(
             retry_after_s=parse_retry_after(retry_after),
             ambiguous=True,
             answer=f"HTTP {status}",
+        )
+    if status == GONE:
+        # RFC 9110 §15.5.11: the endpoint is gone, "likely to be permanent"; Standard
+        # Webhooks 1.0: the sender should disable the endpoint. The URL is the route's, the
+        # same for every work: the route's refusal, the route paused at this first answer
+        # and paged (pauses_route) — until 2026-12-07 it waited for the refusal streak, two
+        # more works held back first.
+        return RouteError(
+            TerminalReason.ROUTE_REFUSED,
+            "webhook answered HTTP 410 Gone: the receiver says this endpoint is gone for good; the route is paused "
+            "— fix its url, then resume it",
+            permanent=True,
+            answer=f"HTTP {status}",
+            pauses_route=True,
         )
     if status in WORK_STATUSES:
         return RouteError(

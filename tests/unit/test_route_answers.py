@@ -664,6 +664,22 @@ async def test_an_unknown_or_destination_webhook_refusal_is_the_routes(tmp_path:
     assert is_the_routes(err), status
 
 
+async def test_a_webhook_410_gone_is_the_routes_and_pauses_it_at_once(tmp_path: Path) -> None:
+    """A 410 Gone says the receiver's endpoint is gone for good (RFC 9110 §15.5.11;
+    Standard Webhooks 1.0: the sender should disable the endpoint): the route's refusal, the
+    route paused at this first answer (``pauses_route``), never a work's — until 2026-12-07
+    it counted in the refusal streak as any answer, two more works held back before the
+    pause."""
+    err = await failure(webhook, lambda _r: httpx.Response(410, json={"error": "gone"}), tmp_path)
+    assert is_the_routes(err) and err.pauses_route and err.answer == "http 410"
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 415, 422, 429, 500, 502, 303, 301])
+async def test_no_other_webhook_answer_pauses_the_route_at_once(tmp_path: Path, status: int) -> None:
+    err = await failure(webhook, lambda _r: httpx.Response(status, json={"error": "no"}), tmp_path)
+    assert not err.pauses_route, status
+
+
 async def test_a_webhook_415_is_the_routes_whatever_the_work(tmp_path: Path) -> None:
     """curaflow sends every work as ``application/json``: a receiver refusing that media type
     refuses every work alike — its own configuration, never one work's type (until
