@@ -83,6 +83,36 @@ from curaflow.outbound.errors import (
 )
 from curaflow.outbound.transport import GuardedBackend, guarded_transport, head_ended, head_started
 
+#: The header an answer's ``Location`` is moved to when it names no URL curaflow could read
+#: (:func:`_set_aside_unreadable_location`): the answer stays the receiver's 3xx.
+UNREADABLE_LOCATION = "x-curaflow-unreadable-location"
+
+
+async def _set_aside_unreadable_location(response: httpx.Response) -> None:
+    """An httpx response hook: a 3xx whose ``Location`` names no URL httpx can read
+    (``http://[::1``, a port that is no number, an IPv6 host that is none) has it moved to
+    :data:`UNREADABLE_LOCATION`, so the answer reaches its reader as the receiver's 3xx.
+
+    curaflow follows no redirect (``follow_redirects=False``), yet httpx builds the
+    redirect's request from every 3xx carrying a ``Location`` — after the response hooks —
+    and raises ``RemoteProtocolError`` ("Invalid URL in location header") when it cannot
+    read one (httpx 0.28–0.29, ``AsyncClient._redirect_url``). An answer that came was
+    then a transport failure after the request left: "outcome unknown", a Telegram or
+    Discord work blocked for good where ambiguity fails, a webhook's 301 possibly
+    delivered (2026-12-07, found by ``tests/unit/test_permanent_verdicts_property.py``).
+    """
+    if not response.has_redirect_location:
+        return
+    location = response.headers["location"]
+    try:
+        url = httpx.URL(location)
+        if url.is_relative_url:
+            response.request.url.join(url)
+    except Exception:  # noqa: BLE001 - whatever httpx cannot read is no URL to it
+        del response.headers["location"]
+        response.headers[UNREADABLE_LOCATION] = location
+
+
 #: Bytes of an answer kept when only its status and first words matter (a callback
 #: push's receiver: its status decides).
 ANSWER_KEEP_BYTES = 16 * 1024
@@ -399,8 +429,9 @@ class _KeepsNoCookies(http.cookiejar.CookieJar):
 class Outbound:
     """The outbound client of one purpose (the source, one route, the pushes).
 
-    The client it builds keeps no cookie (:class:`_KeepsNoCookies`) and asks for the
-    content codings curaflow decodes
+    The client it builds keeps no cookie (:class:`_KeepsNoCookies`), reads every 3xx as
+    an answer, whatever its ``Location`` (:func:`_set_aside_unreadable_location`, on a
+    client handed in too) and asks for the content codings curaflow decodes
     (:data:`~curaflow.outbound.decoding.ACCEPT_ENCODING`); whatever the client, a request
     never asks for another (:meth:`stream`).
 
@@ -433,6 +464,10 @@ class Outbound:
                 follow_redirects=False,
                 trust_env=False,
             )
+        hooks = http.event_hooks
+        if _set_aside_unreadable_location not in hooks["response"]:  # a client handed in too
+            hooks["response"].append(_set_aside_unreadable_location)
+            http.event_hooks = hooks
         self.http = http
 
     def check(self, url: httpx.URL) -> None:

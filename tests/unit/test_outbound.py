@@ -33,6 +33,7 @@ from curaflow.outbound import (
     parse_networks,
     parse_origin,
 )
+from curaflow.outbound.client import UNREADABLE_LOCATION
 from curaflow.outbound.destinations import ANY_PORT, DEFAULT_PORT, Origin
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.support import eventually
@@ -304,6 +305,35 @@ async def test_an_answer_with_header_bytes_that_are_not_ascii_is_an_answer(party
         (b"x-raw", b"\xff\xe9t\xe9"),
     ]
     assert answer.headers["etag"] == '"a"' and answer.headers["content-length"] == "2"
+    await out.aclose()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("location", ["http://[::1", "http://host:abc/", "https://[zz]/", "//[::1"])
+async def test_a_redirect_whose_location_cannot_be_read_is_an_answer(
+    party: HostileParty, status: int, location: str
+) -> None:
+    # curaflow follows no redirect, yet httpx builds the redirect's request from every 3xx
+    # with a Location and raised RemoteProtocolError ("Invalid URL in location header")
+    # when it could not read one: an answer that came became a transport failure after the
+    # request left — "outcome unknown", a Telegram or Discord work blocked for good where
+    # ambiguity fails. The answer is the receiver's 3xx, its unreadable Location set aside.
+    party.script = [Behaviour("ok", status=status, headers=(("location", location),))]
+    out = trusted(party)
+    answer = await out.request("POST", f"{party.url}/hook", limits=Limits(time_s=5), content=b"{}")
+    assert answer.status_code == status
+    assert "location" not in answer.headers
+    assert answer.headers[UNREADABLE_LOCATION] == location
+    await out.aclose()
+
+
+@pytest.mark.parametrize("location", ["https://auth.example.test/?rd=x", "/result/1", "result/1"])
+async def test_a_redirect_whose_location_reads_keeps_it(party: HostileParty, location: str) -> None:
+    party.script = [Behaviour("ok", status=303, headers=(("location", location),))]
+    out = trusted(party)
+    answer = await out.request("POST", f"{party.url}/hook", limits=Limits(time_s=5), content=b"{}")
+    assert (answer.status_code, answer.headers["location"]) == (303, location)
+    assert UNREADABLE_LOCATION not in answer.headers
     await out.aclose()
 
 
