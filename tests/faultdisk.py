@@ -8,7 +8,14 @@ Wrapped (while :meth:`FaultyDisk.armed`): ``os.open`` / ``read`` / ``write`` / `
 through them), and the methods of every file object ``open`` returns (``read``,
 ``readinto``, ``write``, ``writelines``, ``flush``, ``close``: a buffered write's ``ENOSPC``
 comes at its flush or its close). Only calls made with a frame of curaflow's own code on
-the stack count, so the test runner and the event loop never meet a failure.
+the stack count, so the test runner and the event loop never meet a failure — and a call
+curaflow hands to a thread whole counts as curaflow's in that thread
+(``asyncio.to_thread(open, …)``, ``to_thread(os.replace, …)``, ``to_thread(path.unlink,
+True)``, ``to_thread(fh.read, …)``: every executor's ``submit`` made from curaflow's code —
+``asyncio.to_thread``, ``loop.run_in_executor`` and any ``ThreadPoolExecutor`` go through
+it — runs its call under :func:`_dispatched`). Until 2026-12-07 such a call had no frame of
+curaflow's in its thread and was never counted, so never failed: 6 of the ugoira fetch's
+96 calls (its frames zip's download and its removal after the GIF).
 
 A call that fails as a close does closes first (the kernel frees a descriptor whose
 ``close`` reports an error): no descriptor leaks from the injection itself.
@@ -19,6 +26,7 @@ A sweep's files go to :func:`scratch`: a folder in memory where the machine has 
 from __future__ import annotations
 
 import builtins
+import concurrent.futures
 import contextlib
 import errno
 import fcntl
@@ -98,11 +106,22 @@ _ROOTS = tuple(
 )
 
 
+def _dispatched(call: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``call``, which curaflow's code handed to a thread: its frame on the thread's
+    stack marks what runs under it as curaflow's (:func:`_ours`)."""
+    return call(*args, **kwargs)
+
+
+_DISPATCHED = _dispatched.__code__
+
+
 def _ours() -> bool:
-    """Whether a frame of curaflow's own code is on the caller's stack."""
+    """Whether a frame of curaflow's own code is on the caller's stack, or the caller runs
+    in a thread curaflow's code handed the call to (:func:`_dispatched`)."""
     frame: Any = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename.startswith(_ROOTS):
+        code = frame.f_code
+        if code is _DISPATCHED or code.co_filename.startswith(_ROOTS):
             return True
         frame = frame.f_back
     return False
@@ -147,6 +166,7 @@ class FaultyDisk:
             opener = self._opener(builtins.open)
             patch.setattr(builtins, "open", opener)
             patch.setattr(io, "open", opener)
+            patch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", self._submitter())
             self._on = True
             try:
                 yield self
@@ -162,6 +182,16 @@ class FaultyDisk:
             return real(*args, **kwargs)
 
         return call
+
+    def _submitter(self) -> Any:
+        real = concurrent.futures.ThreadPoolExecutor.submit
+
+        def submit(executor: Any, call: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if self._on and _ours():
+                return real(executor, _dispatched, call, *args, **kwargs)
+            return real(executor, call, *args, **kwargs)
+
+        return submit
 
     def _opener(self, real: Any) -> Any:
         def opening(*args: Any, **kwargs: Any) -> Any:

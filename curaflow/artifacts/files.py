@@ -29,18 +29,25 @@ WRITE_BATCH = 1024 * 1024
 HELD_BYTES = 8 * WRITE_BATCH
 
 
-def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
-    """Create the cell's folder, remove the part files an earlier attempt left in it; the
-    pages already complete on disk (blocking).
+def _prepare(folder: Path, dests: list[Path], scratch: tuple[Path, ...] = ()) -> set[Path]:
+    """Create the cell's folder, remove the part files an earlier attempt left in it and
+    the store's own ``scratch`` files of this fetch; the pages already complete on disk
+    (blocking).
 
     A part file (``.<page>.<random>.part``, :class:`_PartFile`; ``.<name>.part`` of a
     frames zip or a GIF) outlives its attempt only when the process died (SIGKILL, the
     OOM killer): each death left its own, up to ``outbound.download_max_bytes`` each, in a
-    folder a persistent store keeps for good (until 2026-12-05). The attempt that calls
-    this holds the cell's lease: no other live attempt writes the folder.
+    folder a persistent store keeps for good (until 2026-12-05). ``scratch``: the files the
+    store writes under names of their own and removes itself, never part of the artifact —
+    an animated work's frames zip (``<work_id>_ugoira.zip``, removed once its GIF is
+    encoded): one whose removal failed (a disk's error, the process's death) after its GIF
+    was written stayed beside the GIF for good until 2026-12-07, as the GIF kept by every
+    later attempt was never encoded again (``tests/unit/test_disk_fault_sweep.py``, failed
+    first). Nothing else in the folder is touched. The attempt that calls this holds the
+    cell's lease: no other live attempt writes the folder.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    for leftover in folder.glob(".*.part"):
+    for leftover in (*folder.glob(".*.part"), *scratch):
         leftover.unlink(missing_ok=True)
     return {dest for dest in dests if dest.exists()}
 

@@ -489,9 +489,12 @@ class ArtifactStore:
         """An animated work as one looping animated GIF with its frame delays
         (:mod:`curaflow.sources.animation`): the frames, the frames zip (bounded, streamed
         to disk and removed once encoded), the GIF (kept when a retried attempt finds it).
-        The GIF is named ``<work_id>_ugoira.gif``, the name delivered files have always had."""
+        The GIF is named ``<work_id>_ugoira.gif``, the name delivered files have always had;
+        a frames zip an earlier attempt could not remove is removed before anything else
+        (:func:`~curaflow.artifacts.files._prepare`'s ``scratch``), also when its GIF is kept."""
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
-        if not (await asyncio.to_thread(_prepare, folder, [dest])):
+        zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
+        if not (await asyncio.to_thread(_prepare, folder, [dest], (zip_path,))):
             if not meta.frames:
                 # What a source describes as an animation without frames: not recognised as
                 # the work's (Pixiv's own metadata parser says the same, held briefly).
@@ -503,7 +506,6 @@ class ArtifactStore:
                 # 10**5 frames — would come so for every animated work): held briefly. The
                 # zip's own frames over the budget (encode_gif, below) are the work's.
                 raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
-            zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
                 try:
                     await self._download_zip(source, meta.zip_url, zip_path, work.work_id)

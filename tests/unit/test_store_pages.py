@@ -30,6 +30,8 @@ from curaflow.artifacts.files import WRITE_BATCH
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from tests.unit.test_decode_budget import OneFile
+from tests.unit.test_disk_fault_sweep import META, UGOIRA, ZIP
 
 
 def png(shade: int) -> bytes:
@@ -374,6 +376,27 @@ async def test_part_files_a_killed_attempt_left_are_removed_by_the_next(tmp_path
 
     assert len(artifact.files) == 2
     assert left_behind(tmp_path) == ["42_p0.png", "42_p1.png"]
+
+
+async def test_a_frames_zip_an_attempt_could_not_remove_is_removed_by_the_next_beside_its_kept_gif(
+    tmp_path: Path,
+) -> None:
+    # An animated work's frames zip is removed once its GIF is encoded; a removal that
+    # failed (a disk's error) or a process killed between the two left `<id>_ugoira.zip`
+    # beside the GIF, and every later attempt kept the GIF and never met the zip again: it
+    # stayed for good (2026-12-07, the disk-fault sweep's ugoira case). The next attempt
+    # removes this work's zip before anything else; nothing that is not the store's is touched.
+    store = ArtifactStore(tmp_path)
+    await store.fetch(OneFile(ZIP, META), UGOIRA, "job@1", "t")
+    folder = store.folder("job@1", "t")
+    (folder / "7_ugoira.zip").write_bytes(ZIP)  # what the failed removal left
+    (folder / "8_ugoira.zip").write_bytes(ZIP)  # not this work's
+    (folder / "notes.txt").write_text("an operator's")
+
+    artifact = await store.fetch(OneFile(ZIP, META), UGOIRA, "job@1", "t")
+
+    assert [Path(f.path).name for f in artifact.files] == ["7_ugoira.gif"]
+    assert left_behind(tmp_path) == ["7_ugoira.gif", "8_ugoira.zip", "notes.txt"]
 
 
 class _Sent(Pages):
