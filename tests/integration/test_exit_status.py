@@ -63,10 +63,11 @@ def running(tmp_path: Path, command: list[str], env: dict[str, str]) -> Iterator
 
 
 def left_quietly(proc: subprocess.Popen[str]) -> str:
-    """Wait (60 s at most) for ``proc`` to leave: status 0 and no traceback. Returns its output."""
+    """Wait (60 s at most) for ``proc`` to leave: status 0, no traceback and no exception
+    Python printed as ignored. Returns its output."""
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output
-    assert "Traceback" not in output, output
+    assert "Traceback" not in output and "Exception ignored" not in output, output
     return output
 
 
@@ -385,7 +386,9 @@ def test_a_stop_whose_exit_python_ignored_while_the_modules_load_still_stops_the
     env = service_env(
         tmp_path, database_url=database_url, temporal_address=temporal_address, temporal={"task_queue": short_id()}
     )
+    # Nor is the ignored exit printed ("Exception ignored in: … SystemExit: 0", a traceback:
+    # 2026-12-07, the flaky `curaflow worker`-SIGINT case above, whose signal landed in such
+    # a callback): the user sees what any stop while the modules load shows — nothing.
     with running(tmp_path, [sys.executable, "-c", SWALLOWED_STOP], env) as proc:
-        output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, output
+        output = left_quietly(proc)
     assert "worker.started" not in output and "source_queue.owned" not in output, output
