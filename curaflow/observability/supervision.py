@@ -65,7 +65,8 @@ EXIT_CONFIGURATION = 2
 #: What the reason of such a failure adds.
 CONFIGURATION_REFUSED = (
     "a refusal of this process's configuration (its Temporal credentials, permissions or namespace; "
-    "its PostgreSQL login or database): restarting does not help, fix the configuration"
+    "its PostgreSQL login or database): a restart alone does not help: "
+    "fix the configuration or the credentials it reads"
 )
 
 

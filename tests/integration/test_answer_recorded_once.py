@@ -18,23 +18,17 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
-from typing import Any
 
 import asyncpg
 import pytest
 
-from activities.deliver import DeliveryRecords, recording
-from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
-from curaflow.domain.cells import CellStage
-from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
-from curaflow.domain.models import Artifact, CandidateReport, Work
+from curaflow.domain.messages import RouteRef
 from curaflow.domain.ratelimit import retry_delay_ms
 from curaflow.domain.reasons import TerminalReason
-from curaflow.ledger import cells, deliveries, route_gates
 from curaflow.ledger import remembered as memory
-from curaflow.routes.base import DeliveryRequest, RouteError, answer_key
-from tests.support import ledger_job
+from curaflow.ledger import route_gates
+from curaflow.routes.base import RouteError, answer_key
+from tests.recording_support import claimed_send, delivery_records, in_an_attempt
 
 pytestmark = [pytest.mark.integration]
 
@@ -60,53 +54,7 @@ class _AckLost:
 
 @pytest.fixture(autouse=True)
 def _in_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(recording, "RECORD_RETRY_S", (0.0,))
-    monkeypatch.setattr(recording.activity, "heartbeat", lambda *details: None)
-    monkeypatch.setattr(recording.activity, "info", lambda: SimpleNamespace(workflow_id="j", attempt=1))
-
-
-async def _claimed(pool: asyncpg.Pool, route: RouteRef, work_id: str) -> tuple[DeliverInput, DeliveryRequest]:
-    target = TargetSpec(target_id="demo", routes=[route])
-    work = Work(work_id=work_id)
-    job_id = await ledger_job(pool, target, label="once")
-    async with pool.acquire() as conn, conn.transaction():
-        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
-        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
-    async with pool.acquire() as conn, conn.transaction():
-        cell, *_ = await cells.start_step(
-            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w"
-        )
-        claim = await deliveries.claim_send(
-            conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
-        )
-    assert claim.decision == "send", claim
-    inp = DeliverInput(job_id=job_id, target=target, route=route)
-    request = DeliveryRequest(
-        job_id=job_id,
-        target_id="demo",
-        route=route.name,
-        idempotency_key=claim.idempotency_key or "",
-        work=work,
-        artifact=Artifact(work_id=work.work_id),
-        attempt=claim.attempts + 1,
-    )
-    return inp, request
-
-
-def _records(pool: Any, *, streak: int = 3) -> Any:
-    records: Any = DeliveryRecords()
-    delivery = SimpleNamespace(
-        refusal_streak=streak,
-        route_pause_ms=600_000,
-        route_hold_ms=3_600_000,
-        route_rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS,
-    )
-    records.deps = SimpleNamespace(
-        pool=pool,
-        settings=SimpleNamespace(delivery=delivery),
-        route=lambda name: SimpleNamespace(resend_safe=False),
-    )
-    return records
+    in_an_attempt(monkeypatch)
 
 
 def _route() -> RouteRef:
@@ -115,11 +63,11 @@ def _route() -> RouteRef:
 
 async def test_a_rate_limit_whose_commit_was_not_acknowledged_is_one_step(ledger_pool: asyncpg.Pool) -> None:
     route = _route()
-    inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+    inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
     err = RouteError(TerminalReason.DELIVERY_FAILED, "429 Too Many Requests", rate_limited=True)
     pool = _AckLost(ledger_pool)
 
-    recorded = await _records(pool)._record_error(inp, request, err, max_attempts=10)
+    recorded = await delivery_records(pool)._record_error(inp, request, err, max_attempts=10)
 
     assert pool.lost == 1  # the recording was tried twice
     gate = await route_gates.read_gate(ledger_pool, route.name)
@@ -145,11 +93,11 @@ async def test_a_refusal_that_paused_the_route_is_not_counted_again(ledger_pool:
             threshold=2,
             pause_ms=600_000,
         )
-    inp, request = await _claimed(ledger_pool, route, second)
+    inp, request = await claimed_send(ledger_pool, route, second)
     err = RouteError(TerminalReason.DELIVERY_REJECTED, ANSWER, permanent=True, answer=ANSWER)
     pool = _AckLost(ledger_pool)
 
-    recorded = await _records(pool, streak=2)._record_error(inp, request, err, max_attempts=10)
+    recorded = await delivery_records(pool, streak=2)._record_error(inp, request, err, max_attempts=10)
 
     assert pool.lost == 1
     assert recorded.verdict.outcome == "rejected"

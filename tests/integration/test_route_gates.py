@@ -84,8 +84,9 @@ async def test_another_answer_starts_a_new_streak(ledger_pool: asyncpg.Pool) -> 
 
 
 async def test_three_works_refused_under_three_statuses_never_pause_the_route(ledger_pool: asyncpg.Pool) -> None:
-    # A webhook receiver refusing one work's type (415), another's content (422) and a
-    # third with 404: three answers, no broken route. Until 2026-12-07 the status's digits
+    # Three works refused by one receiver under three statuses (a 415, a 422, a 404 — the
+    # answers' keys; which of them is the work's is the route's reading, not the gate's):
+    # three answers, no broken route. Until 2026-12-07 the status's digits
     # were folded like a work's numbers ("http #" each time): the route paused and paged,
     # and the first work's refusal was lifted.
     route = f"hook-{short_id()}"

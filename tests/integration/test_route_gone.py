@@ -21,7 +21,7 @@ from curaflow.domain.messages import RouteRef
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
 from curaflow.routes.webhook import classify
-from tests.integration.test_answer_recorded_once import _claimed, _in_an_attempt, _records  # noqa: F401
+from tests.recording_support import claimed_send, delivery_records, in_an_attempt
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,11 +30,16 @@ def _hook() -> RouteRef:
     return RouteRef(name=f"hook-{uuid.uuid4().hex[:6]}", kind="webhook")
 
 
+@pytest.fixture(autouse=True)
+def _in_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    in_an_attempt(monkeypatch)
+
+
 async def test_a_410_pauses_the_route_at_the_first_work_and_lifts_its_hold(ledger_pool: asyncpg.Pool) -> None:
     route = _hook()
-    inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+    inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
 
-    recorded = await _records(ledger_pool)._record_error(inp, request, classify(410, None), max_attempts=10)
+    recorded = await delivery_records(ledger_pool)._record_error(inp, request, classify(410, None), max_attempts=10)
 
     assert recorded.verdict.reason == "route_refused"  # the route's, never the work's
     gate = await route_gates.read_gate(ledger_pool, route.name)
@@ -47,9 +52,9 @@ async def test_a_410_pauses_the_route_at_the_first_work_and_lifts_its_hold(ledge
 
 async def test_a_404_still_waits_for_the_streak(ledger_pool: asyncpg.Pool) -> None:
     route = _hook()
-    inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+    inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
 
-    await _records(ledger_pool)._record_error(inp, request, classify(404, None), max_attempts=10)
+    await delivery_records(ledger_pool)._record_error(inp, request, classify(404, None), max_attempts=10)
 
     gate = await route_gates.read_gate(ledger_pool, route.name)
     assert gate is not None and gate.paused_ms == 0 and gate.streak_answer == "http 404", gate

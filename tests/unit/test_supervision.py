@@ -311,7 +311,7 @@ async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fa
     sup.loop("unit-refused", body)
     await eventually(lambda: bool(reasons), **QUICK)
     assert sup.exit_status == status
-    assert ("restarting does not help" in reasons[0]) is (status == 2), reasons[0]
+    assert ("a restart alone does not help" in reasons[0]) is (status == 2), reasons[0]
     await sup.close()
 
 
