@@ -21,42 +21,18 @@ import asyncpg
 from activities.deliver import DeliveryRecords, SendCut
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
-from curaflow.domain.models import Artifact, CandidateReport, Work
+from curaflow.domain.messages import DeliverInput, RouteRef
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import cells, deliveries
 from curaflow.ledger.records import load_cell
 from curaflow.routes.base import DeliveryRequest
-from tests.support import ledger_job
+from tests.recording_support import claimed_send
 
 
 async def _claimed_with_a_part_posted(pool: asyncpg.Pool) -> tuple[DeliverInput, DeliveryRequest]:
     route = RouteRef(name=f"tg-{uuid.uuid4().hex[:6]}", kind="telegram")
-    target = TargetSpec(target_id="demo", routes=[route])
-    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
-    job_id = await ledger_job(pool, target, label="resume")
-    async with pool.acquire() as conn, conn.transaction():
-        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
-        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
-    async with pool.acquire() as conn, conn.transaction():
-        cell, *_ = await cells.start_step(
-            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w"
-        )
-        claim = await deliveries.claim_send(
-            conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
-        )
-    assert claim.decision == "send"
-    key = claim.idempotency_key or ""
-    await deliveries.record_part(pool, key, [[101, 102]])  # the first album is in the chat
-    inp = DeliverInput(job_id=job_id, target=target, route=route)
-    request = DeliveryRequest(
-        job_id=job_id,
-        target_id="demo",
-        route=route.name,
-        idempotency_key=key,
-        work=work,
-        artifact=Artifact(work_id=work.work_id),
-    )
+    inp, request = await claimed_send(pool, route, f"w{uuid.uuid4().hex[:8]}")
+    await deliveries.record_part(pool, request.idempotency_key, [[101, 102]])  # the first album is in the chat
     return inp, request
 
 
