@@ -10,7 +10,9 @@ The execution itself is the job's workflow, so nothing else is started.
 
 A refusal fails the activity with a non-retryable ``ApplicationError`` whose ``type`` is
 the protocol error code and whose details carry ``{code, message, detail}``
-(``detail.field`` for a validation error); the workflow then fails with it. Nothing is
+(``detail.field`` for a validation error); the workflow then fails with it. An attempt
+the ledger could not serve fails retryable, type ``ledger_unavailable``; a step that spent
+its budget on it fails the workflow as curaflow's failure, not a refusal. Nothing is
 written, and the failed execution does not block the id: it held no job, and a later
 start frees the id of such a run (:mod:`curaflow.temporal.job_runs`).
 """
@@ -18,17 +20,20 @@ start frees the id of such a run (:mod:`curaflow.temporal.job_runs`).
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.finish import job_state
 from curaflow.domain.messages import Admitted, SubmitInput
 from curaflow.jobs.admission import Admitter
+from curaflow.ledger.db import is_unavailable
 from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 from curaflow.ledger.records import load_job
+from curaflow.observability import metrics
 from curaflow.protocol.errors import ProtocolError
 from curaflow.temporal.job_runs import own_run_of_ended_job
-from curaflow.temporal.refusals import as_failure
+from curaflow.temporal.refusals import as_failure, ledger_outage
 
 #: The non-retryable ``ApplicationError`` of an admission refusal (type = the protocol code).
 refusal = as_failure
@@ -54,8 +59,26 @@ class AdmitActivity:
             ApplicationError: non-retryable, ``type`` = the protocol code
                 (``invalid_params``, ``unsupported_protocol_version``,
                 ``idempotency_conflict``); ledger errors are retried.
+            ApplicationError: ``ledger_unavailable`` (retryable,
+                :func:`curaflow.temporal.refusals.ledger_outage`) when the ledger could not
+                serve the attempt (:func:`curaflow.ledger.db.is_unavailable`); until
+                2026-12-07 asyncpg's error went out as it was, typed by its class name.
         """
         require_own_job(inp.workflow_id)  # the id the Task must be the job of is the caller's own
+        try:
+            return await self._admit(inp)
+        except ApplicationError:
+            raise
+        except Exception as err:
+            if not is_unavailable(err):
+                raise
+            # The ledger could not serve the attempt: named as such (not by asyncpg's class),
+            # retried within the step's budget; the workflow reports a budget spent on it as
+            # curaflow's failure, never the Task's refusal (refusals.admission_failure).
+            metrics.record_ledger_unavailable("activity")
+            raise ledger_outage(err) from err
+
+    async def _admit(self, inp: SubmitInput) -> Admitted:
         deps = self.deps
         try:
             admission = await Admitter(deps.settings, deps.pool, None).admit(

@@ -90,7 +90,7 @@ with workflow.unsafe.imports_passed_through():
         validate_task,
         workflow_id_conflict,
     )
-    from curaflow.temporal.refusals import refusal_details
+    from curaflow.temporal.refusals import admission_failure, refusal_details
     from workflows.details import render_details
     from workflows.event_push import EventPusher
     from workflows.job_v1 import JobV1
@@ -362,7 +362,7 @@ class JobWorkflow:
         self._pending = 0  # how many of the cells are pending (JobStatus): see _set_cell
         self._pusher: EventPusher | None = None
         self._admitted = False  # the job of this execution is known (admitted, or started admitted)
-        self._refused: ApplicationError | None = None  # admission refused this execution's Task
+        self._refused: ApplicationError | None = None  # this execution's Task refused, or its admission failed
         self._cron = bool(workflow.info().cron_schedule) and workflow.patched(NO_CRON)
         if self._cron:
             self._submission = Submission(
@@ -426,7 +426,9 @@ class JobWorkflow:
 
         Raises:
             ApplicationError: this run holds no job and never will — it refused its input
-                (its Task, or input that is none), or the ledger does not know the job of
+                (its Task, or input that is none), its admission failed (curaflow's failure,
+                retryable: ``ledger_unavailable``, ``internal_error``; since 2026-12-07),
+                or the ledger does not know the job of
                 its ``JobInput`` (``unknown_job``): the query fails with that refusal
                 (``type`` its code, its details), as ``GET /jobs/{id}`` answers 404 for an
                 id no job has. Until 2026-12-07 such a run answered ``queued`` /
@@ -436,7 +438,10 @@ class JobWorkflow:
         held = self._holds_no_job()
         if held is not None:
             raise ApplicationError(
-                f"this run holds no job: {held.type}: {held.message}", *held.details, type=held.type, non_retryable=True
+                f"this run holds no job: {held.type}: {held.message}",
+                *held.details,
+                type=held.type,
+                non_retryable=held.non_retryable,
             )
         return self._live_state()
 
@@ -561,7 +566,9 @@ class JobWorkflow:
         Raises:
             ApplicationError: the refusal (``type`` = protocol code, details
                 ``{code, message, detail}``): ``idempotency_conflict``,
-                ``invalid_params`` …
+                ``invalid_params`` …; else curaflow's failure of the admission, no refusal
+                (retryable ``ledger_unavailable`` / ``internal_error``:
+                :func:`~curaflow.temporal.refusals.admission_failure`).
         """
         task: dict[str, Any] = args[0]
         await workflow.wait_condition(
@@ -571,7 +578,10 @@ class JobWorkflow:
             raise refusal(self._submission.refusal)
         if self._refused is not None:
             raise ApplicationError(
-                self._refused.message, *self._refused.details, type=self._refused.type, non_retryable=True
+                self._refused.message,
+                *self._refused.details,
+                type=self._refused.type,
+                non_retryable=self._refused.non_retryable,
             )
         if task != self._submission.task:
             await self._admit(task)
@@ -992,18 +1002,20 @@ class JobWorkflow:
         """Admit ``task`` as this execution's job, as ``POST /jobs`` does.
 
         Raises:
-            ApplicationError: the refusal (non-retryable, ``type`` = protocol code).
+            ApplicationError: :func:`~curaflow.temporal.refusals.admission_failure` of what
+                the step ended with: the Task's refusal (non-retryable, ``type`` = protocol
+                code), else curaflow's failure (retryable: ``ledger_unavailable`` when the
+                ledger was away for the step's whole budget, else ``internal_error``).
+                Until 2026-12-07 any failure was re-raised non-retryable under its own type
+                (``ConnectionFailureError``: the ledger's outage as the Task's refusal), and
+                a step that timed out failed the run with its ``ActivityError``. Only the
+                failure's content changed: the run fails either way (no new command).
         """
         submitted = SubmitInput(task=task, workflow_id=workflow.info().workflow_id, run_limit=_run_limit())
         try:
             return await workflow.execute_local_activity_method(AdmitActivity.admit, submitted, **ADMIT_CONFIG)
         except LOCAL_ACTIVITY_FAILURES as err:
-            refused = local_activity_failure(err)
-            if isinstance(refused, ApplicationError):
-                raise ApplicationError(
-                    refused.message, *refused.details, type=refused.type, non_retryable=True
-                ) from None
-            raise
+            raise admission_failure(local_activity_failure(err)) from None
 
     def _request_cancel(self) -> None:
         """The one cancel path (signal, Temporal cancel request, cancel found in the ledger)."""

@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import build_activities
@@ -126,7 +127,10 @@ async def test_a_failed_admit_is_asked_again_under_an_update_id_of_its_own_and_a
             assert list(outcomes)[:2] == [admission_update_id(first), admission_update_id(other_text)]
             assert outcomes[admission_update_id(first)] is None
             failed = outcomes[admission_update_id(other_text)]
-            assert failed == ("ConnectionFailureError", "the ledger is away"), outcomes
+            assert failed == (
+                "ledger_unavailable",
+                "the ledger was unavailable for the whole of admission; start again",
+            ), outcomes
             retried = list(outcomes)[2:]
             assert len(retried) == 1 and retried[0].startswith("admission-"), outcomes
             assert outcomes[retried[0]] is None
@@ -173,6 +177,13 @@ async def test_a_new_jobs_admission_failed_whole_is_asked_again_and_the_job_runs
             assert status == WorkflowExecutionStatus.FAILED
             refused = await client.get_workflow_handle(handle.id, run_id=refused_run).describe()
             assert refused.typed_search_attributes.get(JOB_TYPE) is None  # it held no job
+            # Its failure is curaflow's (the ledger away), never the Task's refusal: until
+            # 2026-12-07 it was non-retryable, typed asyncpg's ConnectionFailureError.
+            with pytest.raises(WorkflowFailureError) as failed:
+                await client.get_workflow_handle(handle.id, run_id=refused_run).result(follow_runs=False)
+            cause = failed.value.cause
+            assert isinstance(cause, ApplicationError), cause
+            assert (cause.type, cause.non_retryable) == ("ledger_unavailable", False), cause
             assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
         finally:
             await client.get_workflow_handle(handle.id).terminate("test over")

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -73,6 +74,7 @@ from curaflow.domain.verdicts import cell_verdict
 from curaflow.domain.verdicts.failures import attempt_detail
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import validate_task
+from curaflow.temporal.refusals import ledger_outage
 
 #: Seconds a fetch runs before the fake ``acquire`` signals ``cell_progress`` (the real
 #: one waits ``activities.acquire.PROGRESS_SIGNAL_DELAY_S``; shorter here, for speed).
@@ -164,6 +166,9 @@ class Fakes:
     admits: list[dict[str, Any]] = field(default_factory=list)
     #: Held while set and not yet released: ``admit`` waits for it (a slow ledger).
     admit_hold: asyncio.Event | None = None
+    #: While set, every ``admit`` attempt fails as the real one does when the ledger is away
+    #: (:func:`curaflow.temporal.refusals.ledger_outage` of asyncpg's error).
+    admit_outage: bool = False
     #: The job a Task admits (:meth:`admit_as`); None: ``admit`` refuses with ``unknown_target``.
     admit_job: JobInput | None = None
     #: Tasks admitted so far, by idempotency key (the ledger's idempotency).
@@ -436,6 +441,8 @@ class Fakes:
             fakes.admits.append(inp.task)
             if fakes.admit_hold is not None:
                 await fakes.admit_hold.wait()
+            if fakes.admit_outage:
+                raise ledger_outage(asyncpg.exceptions.ConnectionFailureError("the ledger is away"))
             return fakes._admit(inp.task)
 
         return [

@@ -8,12 +8,23 @@ the refusals are the real ones (:func:`activities.admit.refusal`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.messages import JobState
@@ -21,9 +32,10 @@ from curaflow.domain.models import CellSnapshot
 from curaflow.jobs.submit import ADMISSION_UPDATE, start_job
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import manual_job_id
+from curaflow.temporal.refusals import admission_failure, ledger_outage, refusal_of
 from tests.support import short_id
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env, admitting, ends_as_the_job_did, task_for
+from tests.workflow.harness import Env, admitting, ends_as_the_job_did, serving, task_for
 from tests.workflow.test_push_bound import record
 
 pytestmark = pytest.mark.integration
@@ -389,3 +401,103 @@ async def test_a_signal_with_start_cancel_of_an_ended_jobs_id_ends_as_the_job_di
     assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
     if status == "cancelled":
         record(env, job_id, "job_reporting_run_cancel_signal_core_v3")
+
+
+#: ``admit``'s budget at the test's scale: the deployment's retry policy
+#: (``workflows.steps.ADMIT_CONFIG``, 5 minutes of retries) bounded by two attempts.
+TWO_ADMIT_ATTEMPTS = workflow.LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=2),
+    summary="admit the task",
+)
+
+
+@pytest.fixture
+async def short_admission(
+    temporal_client: Client, temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Env]:
+    """An :class:`Env` whose workers run ``JobWorkflow`` unsandboxed, with ``admit``'s
+    budget :data:`TWO_ADMIT_ATTEMPTS` (the sandbox would import its own ``workflows.job``)."""
+    monkeypatch.setattr("workflows.job.ADMIT_CONFIG", TWO_ADMIT_ATTEMPTS)
+    async with serving(temporal_client, temporal_address, sandboxed=False) as env:
+        yield env
+
+
+async def test_a_ledger_away_for_the_whole_admission_is_curaflows_failure_never_the_tasks_refusal(
+    short_admission: Env,
+) -> None:
+    # A run whose `admit` step ran out of its budget on the ledger's outage failed
+    # non-retryable with the step's failure type (asyncpg's ConnectionFailureError before
+    # the activity named it ledger_unavailable), and its `status` query said "this run holds
+    # no job: ConnectionFailureError": the ledger's outage reported as the Task's refusal.
+    env = short_admission
+    env.fakes.admit_outage = True
+    body = admitting(env, f"k-{short_id()}")
+    handle: WorkflowHandle[Any, Any] = await env.client.start_workflow(
+        "JobWorkflow", body, id=manual_job_id("t", body["idempotency_key"]), task_queue=env.queue
+    )
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    assert (cause.type, cause.non_retryable) == ("ledger_unavailable", False), (cause.type, cause.message)
+    assert cause.details[0] == {
+        "owner": "curaflow",
+        "reason": "ledger_unavailable",
+        "retryable": True,
+        "cause": "ledger_unavailable",
+    }, cause.details
+    assert refusal_of(failed.value) is None  # no protocol refusal: a caller may start again
+    assert len(env.fakes.admits) == 2 and env.fakes.steps() == []  # the whole budget; no job ran
+
+    with pytest.raises(WorkflowQueryFailedError) as queried:
+        await handle.query("status")
+    assert "ledger_unavailable" in str(queried.value), queried.value
+    assert "ConnectionFailureError" not in str(queried.value), queried.value
+
+    # Guard: the same budget ended by the Task's refusal stays the Task's.
+    env.fakes.admit_outage = False
+    refused_body = {**admitting(env, f"k-{short_id()}"), "deadline_ms": 5}
+    refused = await env.client.start_workflow(
+        "JobWorkflow", refused_body, id=manual_job_id("t", refused_body["idempotency_key"]), task_queue=env.queue
+    )
+    with pytest.raises(WorkflowFailureError) as refused_failure:
+        await refused.result()
+    refusal = refusal_of(refused_failure.value)
+    assert refusal is not None and refusal.code == "invalid_params", refused_failure.value
+
+
+@pytest.mark.parametrize(
+    ("err", "kind", "cause"),
+    [
+        (ledger_outage(OSError("connection refused")), "ledger_unavailable", "ledger_unavailable"),
+        (ApplicationError("boom", type="AssertionError"), "internal_error", "AssertionError"),
+        (
+            ApplicationError("x", {"n": 1}, type="ConnectionFailureError", non_retryable=True),
+            "internal_error",
+            "ConnectionFailureError",
+        ),
+        (
+            ActivityError(
+                "timed out",
+                scheduled_event_id=1,
+                started_event_id=1,
+                identity="",
+                activity_type="admit",
+                activity_id="1",
+                retry_state=None,
+            ),
+            "internal_error",
+            "ActivityError",
+        ),
+    ],
+    ids=["ledger", "bug", "unclassified", "activity-error"],
+)
+def test_an_admission_failure_that_is_no_refusal_is_curaflows_and_retryable(
+    err: BaseException, kind: str, cause: str
+) -> None:
+    failure = admission_failure(err)
+    assert (failure.type, failure.non_retryable) == (kind, False)
+    assert failure.details[0]["owner"] == "curaflow" and failure.details[0]["cause"] == cause
+    assert refusal_of(failure) is None
