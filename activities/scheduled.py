@@ -57,11 +57,15 @@ class ScheduledActivity:
     async def occurrence_job_run(self, inp: OccurrenceJob) -> str | None:
         """The run under ``inp.job_id`` when it is the asking trampoline's own, else None.
 
-        Own: its parent is a run of the trampoline's workflow id — an earlier run of this
-        occurrence started it as its child, and a reset of the trampoline started the run
-        asking (the job's run goes on: ``ABANDON``). Any other run (another trampoline of
-        the same minute: a duplicate trigger, a re-run by hand; the reconciler's start of a
-        job whose trampoline stopped first) is not: the occurrence is a duplicate. Temporal's
+        Own: its parent is the run of the trampoline's chain that started it — an earlier
+        run of this occurrence started it as its child, and a reset of the trampoline started
+        the run asking (the job's run goes on: ``ABANDON``; the reset run keeps its base
+        run's ``first_execution_run_id``). Any other run (another trampoline of the same
+        minute: a duplicate trigger; a second backfill of the time, whose trampoline has the
+        first's workflow id but a chain of its own — read as its own until the fix of
+        2026-12-07, its duplicate then waited for a job already ended and said
+        ``duplicate=False``; a re-run by hand; the reconciler's start of a job whose
+        trampoline stopped first) is not: the occurrence is a duplicate. Temporal's
         errors are retried.
 
         Returns:
@@ -70,7 +74,10 @@ class ScheduledActivity:
         client = self.deps.client
         assert client is not None, "a worker has a Temporal client"
         described = await client.get_workflow_handle(inp.job_id).describe()
-        return described.run_id if described.parent_id == inp.trampoline_id else None
+        own = described.parent_id == inp.trampoline_id and (
+            inp.trampoline_first_run_id is None or described.parent_run_id == inp.trampoline_first_run_id
+        )
+        return described.run_id if own else None
 
     @activity.defn(name="follow_own_job")
     async def follow_own_job(self, inp: OwnJobRun) -> OccurrenceResult:

@@ -6,6 +6,7 @@ the settings it reads (:func:`delivery_records`), and the activity context it ru
 
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,6 +21,11 @@ from curaflow.domain.models import Artifact, CandidateReport, Work
 from curaflow.ledger import cells, deliveries
 from curaflow.routes.base import DeliveryRequest
 from tests.support import ledger_job
+
+
+def telegram_route() -> RouteRef:
+    """A Telegram route of a name of its own (its gate and memory the test's alone)."""
+    return RouteRef(name=f"tg-{uuid.uuid4().hex[:6]}", kind="telegram")
 
 
 def in_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:

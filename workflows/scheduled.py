@@ -212,7 +212,11 @@ class ScheduledJobWorkflow:
         reset made this run), else None (:data:`FOLLOWS_ITS_OWN_JOB`)."""
         return await workflow.execute_activity_method(
             ScheduledActivity.occurrence_job_run,
-            OccurrenceJob(job_id=job_id, trampoline_id=workflow.info().workflow_id),
+            OccurrenceJob(
+                job_id=job_id,
+                trampoline_id=workflow.info().workflow_id,
+                trampoline_first_run_id=workflow.info().first_execution_run_id,
+            ),
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
             summary=f"whose run is job {job_id}",

@@ -198,10 +198,17 @@ class OccurrenceJob(BaseModel):
     Attributes:
         job_id: the occurrence's canonical job id (a run under it refused the child start).
         trampoline_id: the asking trampoline's workflow id.
+        trampoline_first_run_id: the first run of the asking trampoline's chain
+            (``workflow.info().first_execution_run_id``): a reset run keeps its base run's,
+            which started the job; a fresh start under the same workflow id — Temporal names
+            a schedule's start ``<id>-<nominal time>``, so a second backfill of the time has
+            the first's id — has its own, and is a duplicate. None (an input recorded before
+            2026-12-07's fix): the workflow id alone.
     """
 
     job_id: str
     trampoline_id: str
+    trampoline_first_run_id: str | None = None
 
 
 class OwnJobRun(BaseModel):

@@ -22,13 +22,12 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from curaflow.domain.messages import RouteRef
 from curaflow.domain.ratelimit import retry_delay_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
 from curaflow.routes.base import RouteError, answer_key
-from tests.recording_support import claimed_send, delivery_records, in_an_attempt
+from tests.recording_support import claimed_send, delivery_records, in_an_attempt, telegram_route
 
 pytestmark = [pytest.mark.integration]
 
@@ -57,12 +56,8 @@ def _in_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     in_an_attempt(monkeypatch)
 
 
-def _route() -> RouteRef:
-    return RouteRef(name=f"tg-{uuid.uuid4().hex[:6]}", kind="telegram")
-
-
 async def test_a_rate_limit_whose_commit_was_not_acknowledged_is_one_step(ledger_pool: asyncpg.Pool) -> None:
-    route = _route()
+    route = telegram_route()
     inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
     err = RouteError(TerminalReason.DELIVERY_FAILED, "429 Too Many Requests", rate_limited=True)
     pool = _AckLost(ledger_pool)
@@ -80,7 +75,7 @@ async def test_a_rate_limit_whose_commit_was_not_acknowledged_is_one_step(ledger
 
 
 async def test_a_refusal_that_paused_the_route_is_not_counted_again(ledger_pool: asyncpg.Pool) -> None:
-    route = _route()
+    route = telegram_route()
     first, second = f"w{uuid.uuid4().hex[:8]}", f"w{uuid.uuid4().hex[:8]}"
     # The route refused another work with the same answer before: this refusal pauses it.
     async with ledger_pool.acquire() as conn, conn.transaction():

@@ -24,7 +24,7 @@ import pytest
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import route_gates
 from curaflow.routes.base import RouteError
-from tests.integration.test_answer_recorded_once import _claimed, _in_an_attempt, _records, _route  # noqa: F401 - the fixture runs each test in an attempt
+from tests.recording_support import claimed_send, delivery_records, in_an_attempt, telegram_route
 
 pytestmark = [pytest.mark.integration]
 
@@ -37,12 +37,17 @@ def _maybe_posted(answer: str | None) -> RouteError:
     )
 
 
+@pytest.fixture(autouse=True)
+def _in_an_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    in_an_attempt(monkeypatch)
+
+
 async def test_three_works_ending_unknown_with_the_same_answer_pause_the_route(ledger_pool: asyncpg.Pool) -> None:
-    route = _route()
+    route = telegram_route()
     outcomes = []
     for _ in range(3):
-        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
-        recorded = await _records(ledger_pool)._record_error(inp, request, _maybe_posted(PAGE), max_attempts=10)
+        inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        recorded = await delivery_records(ledger_pool)._record_error(inp, request, _maybe_posted(PAGE), max_attempts=10)
         outcomes.append(recorded.verdict.outcome)
     assert outcomes == ["unknown"] * 3
     gate = await route_gates.read_gate(ledger_pool, route.name)
@@ -52,10 +57,10 @@ async def test_three_works_ending_unknown_with_the_same_answer_pause_the_route(l
 
 async def test_no_answer_is_never_counted(ledger_pool: asyncpg.Pool) -> None:
     # A timeout after the request left: nothing the receiver said, nothing counted.
-    route = _route()
+    route = telegram_route()
     for _ in range(3):
-        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
-        await _records(ledger_pool)._record_error(inp, request, _maybe_posted(None), max_attempts=10)
+        inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        await delivery_records(ledger_pool)._record_error(inp, request, _maybe_posted(None), max_attempts=10)
     gate = await route_gates.read_gate(ledger_pool, route.name)
     assert gate is None or (gate.paused_ms == 0 and gate.streak_works == []), gate
 
@@ -77,12 +82,12 @@ async def test_works_an_at_least_once_route_ran_out_of_attempts_on_after_a_possi
     one more work with every job, unpaged: the streak counted only an at-most-once route's
     ``unknown`` (until 2026-12-07). Three works ending so with the same answer now pause
     the route as three refusals do."""
-    route = _route()
-    records = _records(ledger_pool)
+    route = telegram_route()
+    records = delivery_records(ledger_pool)
     records.deps.route = lambda name: SimpleNamespace(resend_safe=True)
     outcomes, statuses = [], []
     for _ in range(3):
-        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
         recorded = await records._record_error(inp, request, _may_have_landed("HTTP 502"), max_attempts=1)
         outcomes.append(recorded.verdict.outcome)
         statuses.append(
@@ -101,11 +106,11 @@ async def test_an_at_least_once_route_retrying_an_answer_is_not_counted_before_i
 ) -> None:
     # Guard: while attempts are left the send is retried with the same key (nothing held
     # for good yet): nothing counted, whatever the answer.
-    route = _route()
-    records = _records(ledger_pool)
+    route = telegram_route()
+    records = delivery_records(ledger_pool)
     records.deps.route = lambda name: SimpleNamespace(resend_safe=True)
     for _ in range(3):
-        inp, request = await _claimed(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+        inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
         recorded = await records._record_error(inp, request, _may_have_landed("HTTP 502"), max_attempts=10)
         assert recorded.verdict.outcome == "failed"
     gate = await route_gates.read_gate(ledger_pool, route.name)
