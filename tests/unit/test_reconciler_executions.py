@@ -170,9 +170,11 @@ async def test_a_pinned_runs_first_workflow_task_no_worker_took_is_read_from_the
     execution = await describe_execution(running(pinned_waiting(attempt=1)), "j", now=60_000)
     assert execution.pinned == PinnedBuild("curaflow", "b1", override=True)
     assert execution.pinned_unserved_since_ms == 4_000 and execution.waiting_for_worker_ms == 56_000
-    # a worker took it and it failed or timed out (a bad deploy): served, not unserved
-    failing = await describe_execution(running(pinned_waiting(attempt=3)), "j", now=60_000)
-    assert failing.pinned_unserved_since_ms is None and failing.waiting_for_worker_ms == 56_000
+    # an earlier attempt was taken and failed (a bad deploy's worker, or an unpinned worker
+    # holding it when the pin came: Temporal failed it), this attempt no worker took: unserved
+    # since this attempt was scheduled, not since the first
+    retried = await describe_execution(running(pinned_waiting(attempt=3)), "j", now=60_000)
+    assert retried.pinned_unserved_since_ms == 5_000 and retried.waiting_for_worker_ms == 56_000
     # a worker holds it now
     held = await describe_execution(running(pinned_waiting(attempt=1, started=True)), "j", now=60_000)
     assert held.pinned_unserved_since_ms is None

@@ -100,8 +100,9 @@ def budget_cause(
         pending: what Temporal says of the execution's pending steps (None: not asked,
             the ledger's view alone).
         pinned_unserved_since_ms: when the pending workflow task of an execution pinned to
-            a build began waiting for a worker (epoch ms, Temporal's clock: the task's
-            original scheduled time; :attr:`~curaflow.ledger.reconciler.executions.Execution.pinned_unserved_since_ms`);
+            a build began waiting for a worker (epoch ms, Temporal's clock: when its current
+            attempt was scheduled, the first attempt's original scheduled time;
+            :attr:`~curaflow.ledger.reconciler.executions.Execution.pinned_unserved_since_ms`);
             None when the execution is not pinned, or no workflow task of it waits.
 
     Returns:

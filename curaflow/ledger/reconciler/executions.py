@@ -113,12 +113,17 @@ class Execution:
         closed_at_ms: when it closed (epoch ms), else None.
         waiting_for_worker_ms: how long its pending workflow task has waited for a worker
             (0 when none waits or a worker holds it).
-        waiting_since_ms: when that task began waiting (epoch ms, Temporal's clock: its
-            original scheduled time), when no worker ever took it — its first attempt (a
-            sticky queue's timeout moves it to the normal queue without counting an
-            attempt); None when none waits, a worker holds it, or a worker took it and it
-            failed or timed out (attempt 2 on: served, not unserved — a workflow task failing
-            after a bad deploy).
+        waiting_since_ms: when that task's current attempt began waiting for a worker
+            (epoch ms, Temporal's clock): for its first attempt, its original scheduled
+            time (a sticky queue's timeout moves it to the normal queue without counting an
+            attempt); for a retry (attempt 2 on), that attempt's scheduled time — an
+            earlier attempt was taken (a bad deploy's worker failing it, or an unpinned
+            worker holding it when an override pinned the run: Temporal fails that attempt
+            and schedules the next on the pinned build), this one not yet: a live worker of
+            the build takes a retry within a dispatch, a bad deploy's is held, not waiting
+            (2026-12-08: a retry read None, and a run an operator pinned while its task was
+            held ended ``execution_timeout``, "retry with a longer deadline_ms"). None when
+            none waits or a worker holds it.
         pinned: the build the open run is pinned to (:func:`pinned_build`), None when it is
             not pinned (or closed).
         held_job: the run held a job (:func:`run_held_a_job`: it was started with an
@@ -319,7 +324,13 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     if task.HasField("scheduled_time") and not task.HasField("started_time"):
         since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
         waiting = max(0, now - int(since.ToMilliseconds()))
-        since_ms = int(since.ToMilliseconds()) if task.attempt <= 1 else None
+        # A retried task (attempt 2 on) waits since this attempt was scheduled: an earlier
+        # attempt was taken — by a worker of the build that then failed it, or by another
+        # build's worker holding it when an override pinned the run (Temporal fails that
+        # attempt) — but this one no worker has taken. A live worker of the build takes a
+        # retry within a dispatch, so one still waiting at the deadline is unserved.
+        first = task.attempt <= 1
+        since_ms = int((since if first else task.scheduled_time).ToMilliseconds())
     return Execution(
         exists=True,
         waiting_for_worker_ms=waiting,
