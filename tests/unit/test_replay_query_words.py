@@ -10,27 +10,34 @@ replay-mode stack never showed what the app-api answers such a target.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
+import httpx
 import pytest
-from fastapi.testclient import TestClient
 
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.query_words import RANKING_MODES, SEARCH_TARGETS, SORTS
 from curaflow.sources.pixiv.replay.app import create_replay_app
 
 
-@pytest.fixture
-def client() -> TestClient:
-    client = TestClient(create_replay_app())
-    token = client.post("/auth/token", data={"grant_type": "refresh_token", "refresh_token": "r"}).json()
-    client.headers["Authorization"] = f"Bearer {token['access_token']}"
-    return client
+@pytest.fixture(scope="module")
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    """The replay server on 127.0.0.1 (real HTTP), and a client holding its access token:
+    one for the module (each test only reads)."""
+    server = await BackgroundServer(create_replay_app()).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            answer = await client.post("/auth/token", data={"grant_type": "refresh_token", "refresh_token": "r"})
+            client.headers["Authorization"] = f"Bearer {answer.json()['access_token']}"
+            yield client
+    finally:
+        await server.stop()
 
 
-def refused(answer: object) -> dict[str, object]:
+def refused(answer: httpx.Response) -> dict[str, object]:
     """The parameters an app-api 400 names (its validator's message, a JSON object)."""
-    assert getattr(answer, "status_code", None) == 400
-    message = answer.json()["error"]["message"]  # type: ignore[attr-defined]
-    names: dict[str, object] = json.loads(message)
+    assert answer.status_code == 400
+    names: dict[str, object] = json.loads(answer.json()["error"]["message"])
     return names
 
 
@@ -38,23 +45,24 @@ def refused(answer: object) -> dict[str, object]:
     ("name", "word"),
     [("sort", "newest"), ("search_target", "tags"), ("duration", "week")],
 )
-def test_a_search_word_pixiv_does_not_take_is_refused_naming_the_parameter(
-    client: TestClient, name: str, word: str
+async def test_a_search_word_pixiv_does_not_take_is_refused_naming_the_parameter(
+    client: httpx.AsyncClient, name: str, word: str
 ) -> None:
-    answer = client.get("/v1/search/illust", params={"word": "x", name: word})
+    answer = await client.get("/v1/search/illust", params={"word": "x", name: word})
     assert list(refused(answer)) == [name]
 
 
 @pytest.mark.parametrize("params", [*({"sort": s} for s in SORTS), *({"search_target": t} for t in SEARCH_TARGETS)])
-def test_every_search_word_pixiv_takes_is_served(client: TestClient, params: dict[str, str]) -> None:
-    assert client.get("/v1/search/illust", params={"word": "x", **params}).status_code == 200
+async def test_every_search_word_pixiv_takes_is_served(client: httpx.AsyncClient, params: dict[str, str]) -> None:
+    assert (await client.get("/v1/search/illust", params={"word": "x", **params})).status_code == 200
 
 
 @pytest.mark.parametrize("mode", RANKING_MODES)
-def test_every_ranking_mode_pixiv_takes_is_served(client: TestClient, mode: str) -> None:
-    assert client.get("/v1/illust/ranking", params={"mode": mode, "date": "2025-02-04"}).status_code == 200
+async def test_every_ranking_mode_pixiv_takes_is_served(client: httpx.AsyncClient, mode: str) -> None:
+    assert (await client.get("/v1/illust/ranking", params={"mode": mode, "date": "2025-02-04"})).status_code == 200
 
 
 @pytest.mark.parametrize("day", ["yesterday", "2021-02-29"])
-def test_a_ranking_date_that_is_no_day_is_refused_naming_it(client: TestClient, day: str) -> None:
-    assert list(refused(client.get("/v1/illust/ranking", params={"mode": "day", "date": day}))) == ["date"]
+async def test_a_ranking_date_that_is_no_day_is_refused_naming_it(client: httpx.AsyncClient, day: str) -> None:
+    answer = await client.get("/v1/illust/ranking", params={"mode": "day", "date": day})
+    assert list(refused(answer)) == ["date"]
