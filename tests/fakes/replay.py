@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, StreamingResponse
@@ -69,7 +70,9 @@ class Faults(ReplayScript):
             ``"rate_limit_429"``, ``"restricted"`` (access restricted body),
             ``"oauth"`` (invalid access token), ``"500"``, ``"503"`` (a proxy's HTML page),
             ``"empty"`` (HTTP 200 with no works and no ``next_url``, as a struggling
-            backend answers in place of the page a ``next_url`` promised), ``"no_illusts"``
+            backend answers in place of the page a ``next_url`` promised), ``"empty_going_on"``
+            (HTTP 200 with no works and a ``next_url`` 30 places on: an answer that says more
+            follow and lists none), ``"no_illusts"``
             (HTTP 200 ``{}``), ``"deep_json"`` (HTTP 200, a JSON document nested 200 000
             levels deep).
         auth: per token request: ``"invalid_grant"`` (HTTP 400), ``"rate_limit"``,
@@ -196,7 +199,7 @@ class Faults(ReplayScript):
         if kind == "auth":
             return self._auth_fault(_next(self.auth))
         if kind in ("search", "ranking"):
-            fault = self._search_fault(_next(self.search))
+            fault = self._search_fault(_next(self.search), request)
             if fault is None and self.search_delay_s:
                 await asyncio.sleep(self.search_delay_s)
             return fault
@@ -286,7 +289,7 @@ class Faults(ReplayScript):
             response.headers["Retry-After"] = str(self.retry_after_s)
         return response
 
-    def _search_fault(self, fault: str | None) -> Response | None:
+    def _search_fault(self, fault: str | None, request: Request) -> Response | None:
         if fault == "rate_limit":
             return self._rate_limited(403)
         if fault == "rate_limit_429":
@@ -301,6 +304,11 @@ class Faults(ReplayScript):
             return HTMLResponse("<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>", 503)
         if fault == "empty":
             return JSONResponse({"illusts": [], "next_url": None, "search_span_limit": 31536000, "show_ai": True})
+        if fault == "empty_going_on":
+            query = dict(request.query_params)
+            query["offset"] = str(int(query.get("offset") or 0) + 30)
+            next_url = f"https://app-api.pixiv.net{request.url.path}?{urlencode(query)}"
+            return JSONResponse({"illusts": [], "next_url": next_url, "search_span_limit": 31536000, "show_ai": True})
         if fault == "no_illusts":
             return JSONResponse({})
         if fault == "deep_json":

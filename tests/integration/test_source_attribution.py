@@ -17,7 +17,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.replay.app import create_replay_app
-from curaflow.sources.pixiv.replay.data import DeepSet
+from curaflow.sources.pixiv.replay.data import DeepSet, recorded_works
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.replay import Faults
@@ -153,3 +153,20 @@ async def test_a_source_error_mid_scan_never_ends_a_job_as_filter_exhausted(
     cell = scheduled.cells[0]
     assert (cell.state, cell.work_id) == ("submitted", SIX_PAGES.work_id(61)), (cell.state, cell.reason)
     assert cell.fallback_pass == 0
+
+
+async def test_an_empty_first_ranking_page_never_ends_a_job_as_nothing_new(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # The ranking's first page answers empty once (an outage, a cache). Until 2026-12-08
+    # the job ended there: no candidate, "no new works" — as if the day's ranking held
+    # none. Pixiv never publishes an empty ranking: the attempt fails as the source's
+    # (retried, backed off) and the retry delivers the ranking's first work.
+    replay.faults.search = ["empty"]
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"query": {"mode": "ranking"}, "scan_limit": 1})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=1), timeout_s=120)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", str(recorded_works()[0]["id"])), (cell.state, cell.reason)
+    assert [int(e.params.get("offset") or 0) for e in replay.faults.of("ranking")][:2] == [0, 0]

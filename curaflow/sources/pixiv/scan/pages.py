@@ -74,13 +74,24 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
     :data:`MAX_PAGE_ITEMS` items (Pixiv lists 30): it is refused before any item is read,
     so nothing of it is examined, counted or blamed on a work. A page a ``next_url``
     promised that holds no work at all is a struggling backend's answer (Pixiv and its
-    replay only send a ``next_url`` when more works follow). Each fails the attempt as
-    a retryable ``remote_http_error``; the retry asks the same page again.
+    replay only send a ``next_url`` when more works follow); so is any page of a ranking
+    that lists none (:func:`promised_by_the_query`), and any page that lists none yet
+    names a page after it (:func:`empty_going_on`: both cannot hold — until 2026-12-08 a
+    first page so was followed, the 30 places it stood for never read). Each fails the
+    attempt as a retryable ``remote_http_error``; the retry asks the same page again.
+
+    What is the end of results, decision 2026-12-08 (DESIGN.md "Owners of decisions",
+    "whether a source answer is the end of results"): a page of works naming no next
+    page; an empty page naming none where nothing promised works — the first page of a
+    tag search whose target's frontier knows no work there (a tag nobody used), in any
+    sort, or a page whose every expected work was found gone (:func:`_corroborate_end`).
+    Nothing else.
 
     Args:
         page: the decoded answer.
         promised: the request followed a ``next_url`` of the previous page, or is the
-            first page of results the target's frontier already saw works in.
+            first page of results the target's frontier already saw works in, or a page
+            of a ranking (:func:`promised_by_the_query`).
 
     Raises:
         SourceError: ``remote_http_error``, retryable.
@@ -99,7 +110,15 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
         raise SourceError(
             TerminalReason.REMOTE_HTTP_ERROR,
             "pixiv answered an empty page where more works were promised (by the previous page's next_url, "
-            "or by the works this target already examined in these results)",
+            "by the works this target already examined in these results, or by a ranking, which Pixiv never "
+            "publishes empty)",
+        )
+    if empty_going_on(page):
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            "pixiv answered a page listing no work that names a page after it (next_url "
+            f"{clean_text(str(page.get('next_url')))[:120]!r}): more works follow, none listed here — taken for "
+            "the source's failure, not followed",
         )
     next_url = page.get("next_url", ...)
     if not (next_url is None or (isinstance(next_url, str) and next_url)):
@@ -109,6 +128,33 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
             f"({'absent' if next_url is ... else clean_text(repr(next_url))[:40]}): where its results go on "
             "is not known, so they are not taken for ended",
         )
+
+
+def empty_going_on(page: dict[str, Any]) -> bool:
+    """Whether ``page`` lists no item and yet names a page after it (a ``next_url`` of
+    text): the app-api sends a ``next_url`` only when more works follow (pixivpy's
+    recorded search and ranking pages; its last page's is ``null``), so the answer says
+    two things that cannot both hold — an outage's, a cache's. Followed (until
+    2026-12-08, for a page nothing promised: the first page of a tag search, of a
+    ranking), the scan read on from the next page and the places this one stood for
+    were never read. The source's failure (:func:`check_page`)."""
+    next_url = page.get("next_url")
+    return page.get("illusts") == [] and isinstance(next_url, str) and bool(next_url)
+
+
+def promised_by_the_query(target: TargetSpec) -> bool:
+    """Whether every page of ``target``'s query the scan asks must list works, whatever
+    the page before said: a ranking's (``GET /v1/illust/ranking``). Pixiv ranks a
+    published day's works — its ranking is never empty (reference
+    ``pixiv-and-delivery-apis.md`` §2.7: pixivpy's recorded ``illust_ranking.json``, 30
+    works and a ``next_url``) — and a ranking's pages after the first are asked only
+    where its ``next_url`` pointed. An empty page of one is an outage, a cache, a proxy's
+    answer: the source's failure (:func:`check_page`), one attempt, retried. Until
+    2026-12-08 an empty first page was the end of results: the scan ended ``exhausted``
+    with no candidate, and the job reported the day's ranking held nothing new. A tag
+    search's first page is not promised so (a tag nobody used has no results): only
+    what its target's frontier knows stands there promises it (:func:`_expected_on`)."""
+    return target.query.mode == "ranking"
 
 
 def moves_nowhere(cp: ScanCheckpoint, offset: int, listed: list[str]) -> bool:
@@ -625,6 +671,8 @@ async def _fetch_page(
     if not cp.started and not cp.window and cp.walk is not None and (cp.walk.plan.head or cp.walk.plan.known):
         # The first page of results the target's frontier has already seen works in.
         promised = True
+    if promised_by_the_query(target):
+        promised = True  # a ranking is never empty
     offset = offset_of(cp.next_url) if cp.started else 0
     try:
         page = await _request(client, target, cp)
@@ -637,7 +685,9 @@ async def _fetch_page(
             cp.pages += 1
             _ask_again(cp, back, promised=True)
             return
-    expected = _expected_on(cp, offset) if page.get("illusts") == [] else []
+    # An empty page naming a next one is the source's failure whatever stood there
+    # (check_page): no work's detail is asked for it.
+    expected = _expected_on(cp, offset) if page.get("illusts") == [] and not empty_going_on(page) else []
     if expected:
         # An empty answer where works curaflow knows of stand: the end of results only once
         # each is corroborated gone (owner _corroborate_end; the next asked only once the
