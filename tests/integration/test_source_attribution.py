@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.replay.app import create_replay_app
@@ -170,3 +170,26 @@ async def test_an_empty_first_ranking_page_never_ends_a_job_as_nothing_new(
     cell = record.cells[0]
     assert (cell.state, cell.work_id) == ("submitted", str(recorded_works()[0]["id"])), (cell.state, cell.reason)
     assert [int(e.params.get("offset") or 0) for e in replay.faults.of("ranking")][:2] == [0, 0]
+
+
+async def test_a_ranking_outage_ends_the_job_as_the_sources_failure_not_nothing_new(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # Every ranking page answers empty for the job's attempts: the job ends failed as the
+    # source's (remote_http_error, owner source, retryable), its attempts spent — never
+    # "no candidate", which says the ranking held nothing new.
+    replay.faults.search = ["empty"] * 2
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        target={"query": {"mode": "ranking"}, "scan_limit": 1},
+        delivery={"source_max_attempts": 2, "retry_initial_interval_ms": 100},
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=1), timeout_s=120)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "remote_http_error"), (cell.state, cell.reason)
+    assert REASONS[TerminalReason(cell.reason or "")].owner == Owner.SOURCE
+    assert [int(e.params.get("offset") or 0) for e in replay.faults.of("ranking")] == [0, 0]
