@@ -75,15 +75,23 @@ class ValidatedTask:
         return list(query["tags"]) if query else None
 
 
-def _field(loc: tuple[int | str, ...]) -> str:
-    """``detail.field`` of an error location: the member path up to the first list index
-    (an error in ``exclude[3].id`` names ``params.constraints.exclude``)."""
+def _place(loc: tuple[int | str, ...]) -> tuple[str, int | None, str]:
+    """Where an error is: ``detail.field`` (the member path up to the first array index),
+    that index (None when the error is not in an array item) and the place written out
+    (``loc`` ``("params", "constraints", "exclude", 17, "kind")`` →
+    ``("params.constraints.exclude", 17, "params.constraints.exclude[17].kind")``)."""
     names: list[str] = []
+    index: int | None = None
+    place = ""
     for part in loc:
         if isinstance(part, int):
-            break
-        names.append(part)
-    return ".".join(names)
+            index = part if index is None else index
+            place += f"[{part}]"
+            continue
+        if index is None:
+            names.append(part)
+        place += f".{part}" if place else part
+    return ".".join(names), index, place
 
 
 def refusal(err: ValidationError, body: Any) -> ProtocolError:
@@ -92,7 +100,10 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
     Returns:
         ``unsupported_protocol_version`` (400, ``detail.received`` / ``supported``), or
         ``invalid_params`` (400) with ``detail.field`` — "<member> is required" for a member
-        absent (pydantic's ``missing``; a ``null`` is refused so by its rule) — or, for the
+        absent (pydantic's ``missing``; a ``null`` is refused so by its rule); for an array
+        item also ``detail.index``, its index, and the message names the item's place
+        (``params.constraints.exclude[17].kind must be …``,
+        :data:`~curaflow.protocol.models.rules.ITEM_RULES`) — or, for the
         job type, ``detail.reason: unsupported_job_type`` with ``job_type`` and
         ``supported`` — an absent or ``null`` one too, as reference §1.5 step 3 answers
         every ``job_type`` but a supported one ("job_type is required", ``job_type: null``,
@@ -116,7 +127,15 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
             job_type=body.get("job_type"),
             supported=supported_job_types(),
         )
-    name = _field(first["loc"])
+    name, index, place = _place(first["loc"])
+    if index is not None:  # an array item, named by its index (rules.ITEM_RULES)
+        if kind == "missing":
+            message = required_sentence(place)
+        elif kind == "invalid_item":
+            message = f"{place} {first['msg']}"
+        else:
+            message = f"{place} is invalid"
+        return invalid_params(message, field=name, index=index)
     if not name:  # the body itself (validate_task refuses a non-object first)
         return object_refusal(body) or invalid_params("request body must be a JSON object")
     if name == "job_type":  # absent or null: said missing, under the reference's reason (§1.5 step 3)

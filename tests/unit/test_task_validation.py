@@ -301,7 +301,8 @@ def test_a_job_type_present_but_no_type_is_still_unsupported(member: str, value:
         ({"params": {"query": {"tags": ["a"]}, "source": []}}, "params.source"),
         ({"params": {"query": {"tags": ["a"]}, "constraints": "x"}}, "params.constraints"),
         ({"params": {"query": {"tags": ["a"]}, "constraints": {"exclude": {}}}}, "params.constraints.exclude"),
-        ({"params": {"query": {"tags": ["a"]}, "constraints": {"exclude": [3]}}}, "params.constraints.exclude"),
+        # (an item of the wrong type is named by its index: test_a_refused_array_item_is_named_by_its_index)
+        ({"params": {"query": {"tags": ["a"]}, "constraints": {"exclude": 3}}}, "params.constraints.exclude"),
         ({"params": {"query": {"tags": ["a"]}, "constraints": {"limit": "3"}}}, "params.constraints.limit"),
         ({"params": {"query": {"tags": ["a"]}, "constraints": {"work_types": "x"}}}, "params.constraints.work_types"),
         ({"params": {"query": {"tags": ["a"], "expand": "yes"}}}, "params.query.expand"),
@@ -311,5 +312,61 @@ def test_a_member_of_the_wrong_json_type_is_told_its_rule_not_missing(override: 
     err = refused(task(**override))
 
     assert err.detail == {"field": field}
-    assert err.message.startswith(field) or err.message.startswith("each"), err.message
+    assert err.message.startswith(field), err.message
     assert "required" not in err.message, err.message
+
+
+def _exclude(items: list[Any]) -> dict[str, Any]:
+    return task(params={"query": {"tags": ["a"]}, "constraints": {"exclude": items}})
+
+
+GOOD_EXCLUDE = {"kind": "work", "id": "1"}
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "index"),
+    [
+        # each bad exclude item among good ones: its kind, its id, its shape
+        (_exclude([GOOD_EXCLUDE] * 17 + [{"kind": "user", "id": "1"}] + [GOOD_EXCLUDE] * 5), "exclude[17].kind", 17),
+        (_exclude([GOOD_EXCLUDE] * 3 + [{"id": "1"}]), "exclude[3].kind", 3),
+        (_exclude([GOOD_EXCLUDE, {"kind": "work", "id": " "}]), "exclude[1].id", 1),
+        (_exclude([GOOD_EXCLUDE, {"kind": "tag", "id": "x" * 101}]), "exclude[1].id", 1),
+        (_exclude([GOOD_EXCLUDE] * 2 + [{"kind": "work", "id": "1\x00"}]), "exclude[2].id", 2),
+        (_exclude([GOOD_EXCLUDE] * 2 + [{"kind": "work", "id": 7}]), "exclude[2].id", 2),
+        (_exclude([GOOD_EXCLUDE] * 2 + [{"kind": "work"}]), "exclude[2].id", 2),
+        (_exclude([GOOD_EXCLUDE] * 4 + [3]), "exclude[4]", 4),
+        (_exclude([GOOD_EXCLUDE] * 4 + [None]), "exclude[4]", 4),
+        # the first bad item wins
+        (_exclude([GOOD_EXCLUDE, {"kind": "x", "id": "1"}, {"kind": "y", "id": "2"}]), "exclude[1].kind", 1),
+        # the Task's other arrays
+        (task(params={"query": {"tags": ["a", "b", " "]}}), "tags[2]", 2),
+        (task(params={"query": {"tags": ["a", "x" * 101]}}), "tags[1]", 1),
+        (task(params={"query": {"tags": ["a", 5, " "]}}), "tags[1]", 1),
+        (task(params={"query": {"tags": ["a\ud800"]}}), "tags[0]", 0),
+        (task(params={"query": {"tags": ["a"]}, "constraints": {"work_types": ["illust", ""]}}), "work_types[1]", 1),
+        (task(params={"query": {"tags": ["a"]}, "constraints": {"work_types": ["illust", 3]}}), "work_types[1]", 1),
+        (task(params={"query": {"tags": ["a"]}, "constraints": {"work_types": ["a\x00"]}}), "work_types[0]", 0),
+    ],
+)
+def test_a_refused_array_item_is_named_by_its_index(body: dict[str, Any], where: str, index: int) -> None:
+    # A consumer with many items must find the bad one: each refusal of an array item names
+    # its index in the message and in detail.index (until 2026-12-08 every bad exclude item
+    # was told one sentence, "each exclude item needs kind …", and detail.field alone).
+    err = refused(body)
+
+    member = where.split("[")[0]
+    field = {"exclude": "params.constraints.exclude", "tags": "params.query.tags"}.get(
+        member, f"params.constraints.{member}"
+    )
+    assert (err.code, err.http_status) == ("invalid_params", 400)
+    assert err.detail == {"field": field, "index": index}, err.detail
+    assert err.message.startswith(f"{field}{where.removeprefix(member)} "), err.message
+
+
+def test_a_refusal_of_the_whole_array_names_no_index() -> None:
+    err = refused(_exclude([GOOD_EXCLUDE] * 101))
+    assert err.detail == {"field": "params.constraints.exclude"}
+    assert refused(task(params={"query": {"tags": []}})).detail == {"field": "params.query.tags"}
+    assert validate_task(_exclude([{"kind": "tag", "id": " x ", "note": 1}])).params["constraints"] == {
+        "exclude": [{"kind": "tag", "id": "x"}]
+    }

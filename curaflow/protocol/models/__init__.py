@@ -39,6 +39,7 @@ from curaflow.protocol.models.jobs import (
 from curaflow.protocol.models.meta import Capabilities, Health, JobTypeDeclaration, Readiness, ReadinessCheck
 from curaflow.protocol.models.rules import (
     EXCLUDE_KINDS,
+    ITEM_RULES,
     MAX_ACCOUNT_LENGTH,
     MAX_CALLBACK_LENGTH,
     MAX_CORRELATION_LENGTH,
@@ -62,6 +63,7 @@ from curaflow.protocol.models.tasks import (
 
 __all__ = [
     "EXCLUDE_KINDS",
+    "ITEM_RULES",
     "MAX_ACCOUNT_LENGTH",
     "MAX_CALLBACK_LENGTH",
     "MAX_CORRELATION_LENGTH",

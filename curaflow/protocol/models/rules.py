@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import BaseModel
 from pydantic_core import PydanticCustomError
 
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, required_sentence, supported_job_types
@@ -81,13 +82,25 @@ RULES: dict[str, str] = {
     "params.query.tags": f"params.query.tags must be an array of 1-{MAX_TAGS} tags",
     "params.query.expand": "params.query.expand must be a boolean",
     "params.constraints": "params.constraints must be an object",
-    "params.constraints.exclude": (
-        "each exclude item needs kind work|candidate|tag and a non-blank id "
-        f"of at most {MAX_EXCLUDE_ID_LENGTH} characters, {STORABLE}"
-    ),
+    "params.constraints.exclude": f"params.constraints.exclude must be an array of at most {MAX_EXCLUDE} items",
     "params.constraints.limit": "params.constraints.limit must be an integer >= 1",
     "params.constraints.scan_limit": "params.constraints.scan_limit must be an integer >= 1",
     "params.constraints.work_types": f"params.constraints.work_types must be an array of non-empty strings, {STORABLE}",
+}
+
+#: What an item of an array member is told (the predicate of its sentence; the subject is
+#: the item's place, ``params.constraints.exclude[17].kind``, written by
+#: :func:`curaflow.protocol.task.refusal`, with ``detail.index``). Since 2026-12-08: before,
+#: every bad item of an array was told one sentence ("each exclude item needs kind …", "each
+#: tag must be …") naming no item, and a consumer with a hundred items could not find it.
+ITEM_RULES: dict[str, str] = {
+    "params.query.tags": f"must be a non-blank string of at most {MAX_TAG_LENGTH} characters, {STORABLE}",
+    "params.constraints.exclude": "must be an object with kind and id",
+    "params.constraints.exclude.kind": 'must be "work", "candidate" or "tag"',
+    "params.constraints.exclude.id": (
+        f"must be a non-blank string of at most {MAX_EXCLUDE_ID_LENGTH} characters, {STORABLE}"
+    ),
+    "params.constraints.work_types": f"must be a non-empty string, {STORABLE}",
 }
 
 
@@ -116,6 +129,14 @@ def whole_number(value: Any) -> int | None:
 def refuse(field: str, message: str | None = None) -> PydanticCustomError:
     """The ``invalid_params`` error of ``field``: ``message``, else its sentence in :data:`RULES`."""
     return PydanticCustomError("invalid_params", message or RULES[field])
+
+
+def refuse_item(rule: str) -> PydanticCustomError:
+    """The ``invalid_item`` error of an array item (or a member of one) whose rule is
+    ``rule``, a key of :data:`ITEM_RULES`: its message is the rule's predicate, and
+    :func:`curaflow.protocol.task.refusal` writes the item's place before it (pydantic's
+    location holds its index; the check of one item does not know it)."""
+    return PydanticCustomError("invalid_item", ITEM_RULES[rule])
 
 
 def missing(field: str) -> PydanticCustomError:
@@ -243,45 +264,68 @@ def check_account(value: Any) -> Any:
 
 
 def check_tags(value: Any) -> Any:
-    """The rule of ``params.query.tags``: 1 to :data:`MAX_TAGS` non-blank tags (trimmed)."""
+    """The rule of ``params.query.tags`` as an array: 1 to :data:`MAX_TAGS` items (each
+    item's: :func:`check_tag`)."""
     if value is None:
         raise missing("params.query.tags")
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_TAGS:
         raise refuse("params.query.tags")
-    for tag in value:
-        if not _nonblank(tag) or len(tag) > MAX_TAG_LENGTH:
-            raise refuse(
-                "params.query.tags",
-                f"each tag must be a non-blank string of at most {MAX_TAG_LENGTH} characters, {STORABLE}",
-            )
-    return [tag.strip() for tag in value]
+    return value
+
+
+def check_tag(value: Any) -> Any:
+    """The rule of one tag: a non-blank string of at most :data:`MAX_TAG_LENGTH` characters,
+    the length checked before trimming (reference §1.5); stored trimmed."""
+    if not _nonblank(value) or len(value) > MAX_TAG_LENGTH:
+        raise refuse_item("params.query.tags")
+    return value.strip()
 
 
 def check_exclude(value: Any) -> Any:
-    """The rule of ``params.constraints.exclude``: at most :data:`MAX_EXCLUDE` items, each kind and id."""
+    """The rule of ``params.constraints.exclude`` as an array: at most :data:`MAX_EXCLUDE`
+    items (each item's: :func:`check_exclude_item`, :func:`check_exclude_kind`,
+    :func:`check_exclude_id`)."""
     if value is None:
         return None
     if not isinstance(value, list) or len(value) > MAX_EXCLUDE:
-        raise refuse(
-            "params.constraints.exclude", f"params.constraints.exclude must be an array of at most {MAX_EXCLUDE} items"
-        )
-    items = []
-    for item in value:
-        if (
-            not isinstance(item, dict)
-            or item.get("kind") not in EXCLUDE_KINDS
-            or not _nonblank(item.get("id"))
-            or len(item["id"]) > MAX_EXCLUDE_ID_LENGTH
-        ):
-            raise refuse("params.constraints.exclude")
-        items.append({"kind": item["kind"], "id": item["id"].strip()})
-    return items
+        raise refuse("params.constraints.exclude")
+    return value
+
+
+def check_exclude_item(value: Any) -> Any:
+    """The rule of one exclude item: an object (its members: kind, then id)."""
+    if not isinstance(value, dict | BaseModel):
+        raise refuse_item("params.constraints.exclude")
+    return value
+
+
+def check_exclude_kind(value: Any) -> Any:
+    """The rule of an exclude item's ``kind``: one of :data:`EXCLUDE_KINDS`."""
+    if value not in EXCLUDE_KINDS:
+        raise refuse_item("params.constraints.exclude.kind")
+    return value
+
+
+def check_exclude_id(value: Any) -> Any:
+    """The rule of an exclude item's ``id``: a non-blank string of at most
+    :data:`MAX_EXCLUDE_ID_LENGTH` characters (before trimming); stored trimmed."""
+    if not _nonblank(value) or len(value) > MAX_EXCLUDE_ID_LENGTH:
+        raise refuse_item("params.constraints.exclude.id")
+    return value.strip()
 
 
 def check_work_types(value: Any) -> Any:
-    """The rule of ``params.constraints.work_types``: non-empty storable strings."""
-    if value is not None and (not isinstance(value, list) or not all(storable(w) and w != "" for w in value)):
+    """The rule of ``params.constraints.work_types`` as an array (each item's:
+    :func:`check_work_type`)."""
+    if value is not None and not isinstance(value, list):
         raise refuse("params.constraints.work_types")
+    return value
+
+
+def check_work_type(value: Any) -> Any:
+    """The rule of one work type: a non-empty storable string."""
+    if not storable(value) or value == "":
+        raise refuse_item("params.constraints.work_types")
     return value
 
 

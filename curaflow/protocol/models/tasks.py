@@ -15,14 +15,19 @@ from curaflow.protocol.models.rules import (
     check_correlation_id,
     check_deadline_ms,
     check_exclude,
+    check_exclude_id,
+    check_exclude_item,
+    check_exclude_kind,
     check_idempotency_key,
     check_job_type,
     check_labels,
     check_params,
     check_positive,
     check_protocol_version,
+    check_tag,
     check_tags,
     check_target_id,
+    check_work_type,
     check_work_types,
     refuse,
 )
@@ -31,28 +36,32 @@ from curaflow.protocol.models.rules import (
 class TaskExclude(RequestShape):
     """One ``params.constraints.exclude`` item."""
 
-    kind: Literal["work", "candidate", "tag"]
-    id: str
+    kind: Annotated[Literal["work", "candidate", "tag"], BeforeValidator(check_exclude_kind)]
+    id: Annotated[str, BeforeValidator(check_exclude_id)]
 
 
 class TaskQuery(RequestShape):
     """``params.query``: 1–20 non-blank tags of at most 100 characters (trimmed)."""
 
-    tags: Annotated[list[str], BeforeValidator(check_tags)]
+    tags: Annotated[list[Annotated[str, BeforeValidator(check_tag)]], BeforeValidator(check_tags)]
     expand: StrictBool | None = None
 
 
 class TaskConstraints(RequestShape):
     """``params.constraints``; ``scan_limit`` above 100 is taken as 100."""
 
-    exclude: Annotated[list[TaskExclude] | None, BeforeValidator(check_exclude)] = None
+    exclude: Annotated[
+        list[Annotated[TaskExclude, BeforeValidator(check_exclude_item)]] | None, BeforeValidator(check_exclude)
+    ] = None
     limit: Annotated[int | None, BeforeValidator(check_positive("params.constraints.limit"))] = None
     scan_limit: Annotated[
         int | None,
         BeforeValidator(check_positive("params.constraints.scan_limit")),
         AfterValidator(lambda v: None if v is None else min(v, MAX_SCAN_LIMIT)),
     ] = None
-    work_types: Annotated[list[str] | None, BeforeValidator(check_work_types)] = None
+    work_types: Annotated[
+        list[Annotated[str, BeforeValidator(check_work_type)]] | None, BeforeValidator(check_work_types)
+    ] = None
 
 
 class TaskSource(RequestShape):
