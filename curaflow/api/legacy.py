@@ -25,6 +25,13 @@ same UUID in either case (RFC 9562 §4), so both routes resolve a case variant o
 ``requestId`` to the job first admitted under it (:func:`curaflow.protocol.keys.same_request_id`)
 — ``POST`` answers it as a replay, ``GET`` reports that job.
 
+A body that is no JSON object (an array, a string, a number, ``null``, a boolean) or none
+is answered as ``POST /jobs`` answers it — ``400`` "request body must be a JSON object",
+``detail.reason`` ``not_an_object`` with ``detail.received``, or ``empty_body`` — in the
+legacy shape with that ``detail`` (:func:`body_refusal`; reference §2.1: the original's
+framework refused such a body before its handler, so it has no words of the shim's to
+keep; until 2026-12-08 it was told "requestId must be a UUID").
+
 Rules of reference §9.1: ``requestId`` must be a UUID of version 1–8 (400 otherwise),
 ``correlationId`` at most 200 characters, storable (no NUL, no lone surrogate: the protocol's
 rule, :func:`curaflow.protocol.models.rules.check_correlation_id`, its refusal naming
@@ -58,6 +65,7 @@ from curaflow.ledger.records import load_job
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.json_text import object_refusal
 from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
 from curaflow.protocol.models.rules import MAX_CORRELATION_LENGTH, STORABLE, check_correlation_id, target_id_as_read
 from curaflow.protocol.projection import project_job
@@ -79,17 +87,29 @@ def legacy_json(body: dict[str, Any], status: int = 200) -> Response:
     return Response(raw, status_code=status, media_type="application/json; charset=utf-8")
 
 
-def legacy_error(status: int, message: str) -> Response:
-    """The legacy failure shape ``{"status":"error","error":<message>}``."""
-    return legacy_json({"status": "error", "error": message}, status)
+def legacy_error(status: int, message: str, detail: dict[str, Any] | None = None) -> Response:
+    """The legacy failure shape ``{"status":"error","error":<message>}``, with ``detail``
+    after them when given (a refusal of the body: :func:`body_refusal`)."""
+    body: dict[str, Any] = {"status": "error", "error": message}
+    if detail:
+        body["detail"] = detail
+    return legacy_json(body, status)
 
 
 def body_refusal(err: ProtocolError) -> Response:
-    """A refusal of the request body (:func:`~curaflow.api.body.read_json`) in the legacy
-    shape: its status and message, and its headers — ``Connection: close`` of a ``408``
-    (the rest of the body may still come), ``Accept-Encoding`` of a ``415`` for a content
-    coding — as the job surface answers them (2026-12-06: they were dropped)."""
-    answer = legacy_error(err.http_status, err.message)
+    """A refusal of the request body itself — what :func:`~curaflow.api.body.read_json`
+    refuses, and a JSON text that is no object
+    (:func:`~curaflow.protocol.json_text.object_refusal`) — in the legacy shape: the job
+    surface's status, message and ``detail`` (``detail.reason``: ``empty_body``,
+    ``not_an_object`` with ``received`` …), and its headers — ``Connection: close`` of a
+    ``408`` (the rest of the body may still come), ``Accept-Encoding`` of a ``415`` for a
+    content coding (2026-12-06: they were dropped).
+
+    These are curaflow's words, not the original's: its framework refused such a body
+    before its handler ran (reference §2.1), in the framework's own shape. ``detail`` since
+    2026-12-08 (before, only the message, and a body that is no object was told
+    "requestId must be a UUID"); the refusals of the original's rules keep its two members."""
+    answer = legacy_error(err.http_status, err.message, err.detail)
     answer.headers.update(getattr(err, "headers", None) or {})
     return answer
 
@@ -193,13 +213,15 @@ async def refetch(
     """Admit a refetch of ``target_id`` keyed by ``requestId`` (see the module doc)."""
     try:
         body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
+        not_an_object = object_refusal(body)  # the v1 door's answer (2026-12-08: "requestId must be a UUID")
+        if not_an_object is not None:
+            raise not_an_object
     except ProtocolError as err:
         request.state.error_reason = (err.detail or {}).get("reason")  # the request log's (app._log_outcome)
         return body_refusal(err)
-    raw_id = body.get("requestId") if isinstance(body, dict) else None
+    raw_id = body.get("requestId")
     if not isinstance(raw_id, str) or not UUID_1_8.match(normalise_key(raw_id)):
         return legacy_error(400, "requestId must be a UUID")
-    assert isinstance(body, dict)
     try:  # the protocol's one rule of a correlation id (storable, at most 200), named as the shim names it
         correlation_id = check_correlation_id(body.get("correlationId"))
     except PydanticCustomError:

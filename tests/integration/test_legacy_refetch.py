@@ -228,6 +228,51 @@ async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) ->
     assert await pool.fetchval("SELECT count(*) FROM jobs") == before
 
 
+@pytest.mark.parametrize(
+    ("raw", "detail"),
+    [
+        (b"[]", {"reason": "not_an_object", "received": "array"}),
+        (b'[{"requestId": "0b7f5a52-3c1e-4d8a-9f2b-6e1d0c9a8b7f"}]', {"reason": "not_an_object", "received": "array"}),
+        (b'"0b7f5a52-3c1e-4d8a-9f2b-6e1d0c9a8b7f"', {"reason": "not_an_object", "received": "string"}),
+        (b"3", {"reason": "not_an_object", "received": "number"}),
+        (b"null", {"reason": "not_an_object", "received": "null"}),
+        (b"true", {"reason": "not_an_object", "received": "boolean"}),
+        (b"", {"reason": "empty_body"}),
+        (b" \n", {"reason": "empty_body"}),
+    ],
+)
+async def test_a_body_that_is_no_object_is_told_so_not_the_request_id(
+    stack: Stack, raw: bytes, detail: dict[str, Any]
+) -> None:
+    # The v1 door's answer to such a body, in the legacy shape with its detail: until
+    # 2026-12-08 an array, a string, a number was told "requestId must be a UUID" — not what
+    # was wrong (a UUID sent as a bare string, or wrapped in an array, was told it was none).
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+    async with raw_client(stack) as http:
+        response = await http.post(
+            "/internal/targets/demo/refetch", content=raw, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400, response.text
+    assert response.json() == {"status": "error", "error": "request body must be a JSON object", "detail": detail}
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
+async def test_a_body_refusal_says_what_was_wrong_in_its_detail(stack: Stack) -> None:
+    # every refusal of the body itself (curaflow's words: the original's were its framework's)
+    # carries the v1 door's detail; the refusals of the original's rules keep its two members
+    async with raw_client(stack) as http:
+        response = await http.post(
+            "/internal/targets/demo/refetch", content=b'{"requestId": 1,}', headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 400, response.text
+        answer = response.json()
+        assert list(answer) == ["status", "error", "detail"], answer
+        assert answer["detail"]["reason"] == "invalid_json", answer
+        kept = await http.post("/internal/targets/demo/refetch", json={"requestId": "x"})
+        assert kept.content == b'{"status":"error","error":"requestId must be a UUID"}'
+
+
 @pytest.mark.parametrize("raw", ['"a\\u0000b"', '"a\\ud800b"', "7"])
 async def test_a_correlation_id_the_ledger_cannot_store_is_refused_naming_correlationId(stack: Stack, raw: str) -> None:
     # One rule of a correlation id (curaflow.protocol.models.rules.check_correlation_id:
