@@ -100,14 +100,22 @@ async def _set_aside_unreadable_location(response: httpx.Response) -> None:
     then a transport failure after the request left: "outcome unknown", a Telegram or
     Discord work blocked for good where ambiguity fails, a webhook's 301 possibly
     delivered (2026-12-07, found by ``tests/unit/test_permanent_verdicts_property.py``).
+
+    The Location is read as httpx reads it to build that request: parsed, joined to the
+    request's URL when relative, and its host decoded — httpx decodes an ``xn--`` host
+    (IDNA) only when it reads it, so ``https://xn--ls8h.la/`` (a code point IDNA 2008
+    refuses) parsed and then raised ``idna.IDNAError`` from the redirect's build: an
+    exception of no route's reading, ``internal_error``, the work blocked on the route for
+    good (2026-12-08).
     """
     if not response.has_redirect_location:
         return
     location = response.headers["location"]
     try:
         url = httpx.URL(location)
+        _ = url.host  # decoded on reading (IDNA)
         if url.is_relative_url:
-            response.request.url.join(url)
+            _ = response.request.url.join(url).host
     except Exception:  # noqa: BLE001 - whatever httpx cannot read is no URL to it
         del response.headers["location"]
         response.headers[UNREADABLE_LOCATION] = location

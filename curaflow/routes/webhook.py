@@ -619,13 +619,15 @@ def leaves_origin(location: str | None, url: str | None) -> bool:
     try:
         own = httpx.URL(url)
         target = own.join(location.strip())
+        # A host is decoded on reading (IDNA: ``xn--ls8h.la`` raises ``idna.IDNAError``, a
+        # ValueError), so it is read here too.
+        return (target.scheme, (target.host or "").lower(), url_port(target)) != (
+            own.scheme,
+            (own.host or "").lower(),
+            url_port(own),
+        )
     except (httpx.InvalidURL, ValueError, TypeError):
         return False
-    return (target.scheme, (target.host or "").lower(), url_port(target)) != (
-        own.scheme,
-        (own.host or "").lower(),
-        url_port(own),
-    )
 
 
 def classify(

@@ -33,6 +33,7 @@ from curaflow.domain.models import Work
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import delivery_verdict, owner_of
 from curaflow.routes.caption import build_caption, escape_markdown, utf16_len
+from curaflow.routes.webhook import leaves_origin
 from tests.unit.test_route_answers import deliver, discord, failure, is_the_routes, webhook
 
 # ---- Discord: a form error on what curaflow composed is never the work's ----------------------
@@ -181,6 +182,13 @@ async def test_a_webhook_303_on_the_receivers_own_origin_or_none_stays_possibly_
     headers = {"location": location} if location is not None else {}
     err = await failure(webhook, lambda _r: httpx.Response(303, headers=headers), tmp_path)
     assert err.reason == TerminalReason.DELIVERY_FAILED and err.ambiguous and not err.permanent, str(err)
+
+
+@pytest.mark.parametrize("location", ["https://xn--ls8h.la/x", "//xn--hook-.test/x"])
+def test_a_303_location_whose_host_cannot_be_decoded_leaves_no_origin(location: str) -> None:
+    # httpx decodes an xn-- host (IDNA) only when it is read: leaves_origin read it past
+    # its guard and raised idna.IDNAError, an exception of no reading's (internal_error).
+    assert not leaves_origin(location, "https://hook.test/in")
 
 
 @pytest.mark.parametrize("status", [300, 301, 302, 304, 307, 308])
