@@ -108,6 +108,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -609,11 +610,25 @@ class WebhookRoute:
         return status_word(data.get("status")), remote_id_of(remote)
 
 
+def _origin_host(url: httpx.URL) -> str:
+    """``url``'s host as an origin compares it (WHATWG URL, host serializing): a name
+    without case, an IP address in its one canonical form — ``[0:0::1]`` and ``[::0001]``
+    are ``::1``, as httpx keeps an IPv6 literal as written (until 2026-12-08 a receiver's
+    303 to its own address written so was read as leaving its origin)."""
+    host = (url.host or "").lower()
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        return host
+
+
 def leaves_origin(location: str | None, url: str | None) -> bool:
     """Whether a redirect's ``Location`` (resolved against the receiver's ``url``) names
     another origin than the receiver's — another scheme, host or port (host compared
-    without case, a port its scheme's default when none is written). A ``Location`` absent,
-    or one that is no URL, names none: False (nothing is known of where it points)."""
+    without case, an IP address in its canonical form: :func:`_origin_host`; a port its
+    scheme's default when none is written). A ``Location`` absent, or one that is no URL
+    — a host IDNA refuses among them —, names none: False (nothing is known of where it
+    points)."""
     if not location or not url:
         return False
     try:
@@ -621,9 +636,9 @@ def leaves_origin(location: str | None, url: str | None) -> bool:
         target = own.join(location.strip())
         # A host is decoded on reading (IDNA: ``xn--ls8h.la`` raises ``idna.IDNAError``, a
         # ValueError), so it is read here too.
-        return (target.scheme, (target.host or "").lower(), url_port(target)) != (
+        return (target.scheme, _origin_host(target), url_port(target)) != (
             own.scheme,
-            (own.host or "").lower(),
+            _origin_host(own),
             url_port(own),
         )
     except (httpx.InvalidURL, ValueError, TypeError):

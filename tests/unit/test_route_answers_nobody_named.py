@@ -184,6 +184,22 @@ async def test_a_webhook_303_on_the_receivers_own_origin_or_none_stays_possibly_
     assert err.reason == TerminalReason.DELIVERY_FAILED and err.ambiguous and not err.permanent, str(err)
 
 
+@pytest.mark.parametrize(
+    ("url", "location"),
+    [
+        ("http://[::1]:8080/in", "http://[0:0::1]:8080/result/1"),
+        ("http://[::1]:8080/in", "http://[::0001]:8080/result/1"),
+        ("http://[2001:db8::7]/in", "HTTP://[2001:DB8:0:0:0:0:0:7]/result/1"),
+        ("http://[2001:db8:0::7]:80/in", "http://[2001:db8::7]/result/1"),
+    ],
+)
+def test_a_303_to_the_receivers_own_address_written_otherwise_stays_on_its_origin(url: str, location: str) -> None:
+    # An origin's host is its IP address in one canonical form (WHATWG URL): httpx keeps an
+    # IPv6 literal as written, and a receiver's 303 to its own address written otherwise
+    # was read as leaving its origin — the route's refusal, a work it may hold sent again.
+    assert not leaves_origin(location, url)
+
+
 @pytest.mark.parametrize("location", ["https://xn--ls8h.la/x", "//xn--hook-.test/x"])
 def test_a_303_location_whose_host_cannot_be_decoded_leaves_no_origin(location: str) -> None:
     # httpx decodes an xn-- host (IDNA) only when it is read: leaves_origin read it past
