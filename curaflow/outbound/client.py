@@ -101,24 +101,43 @@ async def _set_aside_unreadable_location(response: httpx.Response) -> None:
     Discord work blocked for good where ambiguity fails, a webhook's 301 possibly
     delivered (2026-12-07, found by ``tests/unit/test_permanent_verdicts_property.py``).
 
-    The Location is read as httpx reads it to build that request: parsed, joined to the
-    request's URL when relative, and its host decoded — httpx decodes an ``xn--`` host
-    (IDNA) only when it reads it, so ``https://xn--ls8h.la/`` (a code point IDNA 2008
-    refuses) parsed and then raised ``idna.IDNAError`` from the redirect's build: an
-    exception of no route's reading, ``internal_error``, the work blocked on the route for
-    good (2026-12-08).
+    The Location is read as httpx reads it to build that request (:func:`_redirect_read`),
+    every step: until 2026-12-08 only its parse and its join were, and a ``Location`` that
+    parsed then failed a later step — ``https://xn--ls8h.la/`` (its host decoded by IDNA
+    only on reading: ``idna.IDNAError``), ``mailto:hook@example.test`` or ``a:b`` (a scheme
+    and no host, given the request's host: ``InvalidURL``) — raised from the redirect's
+    build: an exception of no route's reading, ``internal_error``, the work blocked on the
+    route for good.
     """
     if not response.has_redirect_location:
         return
     location = response.headers["location"]
     try:
-        url = httpx.URL(location)
-        _ = url.host  # decoded on reading (IDNA)
-        if url.is_relative_url:
-            _ = response.request.url.join(url).host
+        _redirect_read(response.request, location)
     except Exception:  # noqa: BLE001 - whatever httpx cannot read is no URL to it
         del response.headers["location"]
         response.headers[UNREADABLE_LOCATION] = location
+
+
+def _redirect_read(request: httpx.Request, location: str) -> None:
+    """Read ``location`` as httpx does to build a redirect's request (httpx 0.28–0.29,
+    ``BaseClient._redirect_url`` and ``_redirect_headers``): parsed; given the request's
+    host when it names a scheme and no host; joined to the request's URL when relative;
+    given the request's fragment; its host decoded (IDNA, decoded only on reading) and its
+    netloc read as ASCII (the redirect's ``Host``).
+
+    Raises:
+        Exception: whatever httpx would raise building that request (``InvalidURL``, an
+            ``idna.IDNAError``, a ``UnicodeError``).
+    """
+    url = httpx.URL(location)
+    if url.scheme and not url.host:
+        url = url.copy_with(host=request.url.host)
+    if url.is_relative_url:
+        url = request.url.join(url)
+    if request.url.fragment and not url.fragment:
+        url = url.copy_with(fragment=request.url.fragment)
+    _ = (url.host, url.port, url.netloc.decode("ascii"))
 
 
 #: Bytes of an answer kept when only its status and first words matter (a callback

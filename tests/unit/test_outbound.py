@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from curaflow.outbound import (
     AnswerTooLarge,
@@ -25,6 +27,7 @@ from curaflow.outbound import (
     Outbound,
     TimeLimitAfterSending,
     TimeLimitExceeded,
+    as_outbound,
     attempt_deadline,
     configured,
     data,
@@ -322,6 +325,10 @@ async def test_an_answer_with_header_bytes_that_are_not_ascii_is_an_answer(party
         "https://xn--ls8h.la/",
         "https://xn--hook-.example.com/x",
         "//xn--ls8h.la/x",
+        # A scheme and no host: httpx gives it the request's host, and a path that does not
+        # begin with '/' is then no URL.
+        "mailto:hook@example.test",
+        "a:b",
     ],
 )
 async def test_a_redirect_whose_location_cannot_be_read_is_an_answer(
@@ -339,6 +346,37 @@ async def test_a_redirect_whose_location_cannot_be_read_is_an_answer(
     assert "location" not in answer.headers
     assert answer.headers[UNREADABLE_LOCATION] == location
     await out.aclose()
+
+
+#: Pieces of a Location: schemes, hosts of every shape (IDNA, IPv6, a dot, a full-width
+#: letter), delimiters and escapes.
+LOCATION_PIECES = [
+    *("https:", "http:", "mailto:", "a:", "//", "/", "\\", "[", "]", "::1", "[::1]", "[v1.x]", ".", "..", ":"),
+    *("@", "%", "%zz", "%00", "?", "#", "a", "9", "99999", "-", "xn--", "xn--ls8h", "xn--a-", "ß", "\u2603"),
+    *("\u200b", "\uff0e", "\uff41", " ", "localhost", "0x7f"),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(location=st.lists(st.sampled_from(LOCATION_PIECES), min_size=1, max_size=7).map("".join))
+def test_a_redirect_is_an_answer_whatever_its_location(location: str) -> None:
+    # The whole kind of the case above: whatever a 3xx's Location holds, the answer is the
+    # receiver's 3xx — never an exception out of the redirect's build (httpx reads the
+    # Location in several steps: 2026-12-08, an IDNA host and a scheme without a host
+    # still raised past the hook).
+    async def asked(status: int) -> httpx.Response:
+        answer = httpx.Response(status, headers=[(b"location", location.encode())])
+        http = httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: answer))
+        out = as_outbound(http, configured("https://hook.example.test/"))
+        try:
+            return await out.request("POST", "https://hook.example.test/in", limits=Limits(time_s=5), content=b"{}")
+        finally:
+            await http.aclose()
+
+    for status in (301, 303):
+        answer = asyncio.run(asked(status))
+        assert answer.status_code == status
+        assert answer.headers.get("location", answer.headers.get(UNREADABLE_LOCATION)) == location
 
 
 @pytest.mark.parametrize("location", ["https://auth.example.test/?rd=x", "/result/1", "result/1"])
