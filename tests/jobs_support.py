@@ -8,7 +8,7 @@
   module shares among its tests (the fixtures are ``tests/integration/conftest.py``'s);
 * :func:`start_scheduled`: start a ``JobWorkflow`` directly (as a schedule would) with
   fallback stages;
-* ledger look-ups.
+* ledger look-ups, and :func:`granted_slots`: the slots an account's rate gate handed out.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import contextlib
 import itertools
 import os
 import subprocess
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from temporalio.client import Client
 
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS, now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
 from curaflow.temporal.connection import connect, start_job_workflow
 from tests.fakes.discord import FakeDiscord
@@ -197,6 +198,76 @@ def gaps(times: list[float]) -> list[float]:
     """Differences between consecutive times."""
     ordered_times = sorted(times)
     return [b - a for a, b in itertools.pairwise(ordered_times)]
+
+
+@dataclass(frozen=True)
+class GrantedSlot:
+    """One slot an account's rate gate handed out: a reservation of its ``source_gates``
+    row that counted a request (:func:`curaflow.ledger.gates.reserve`).
+
+    Attributes:
+        at_ms: when the request may leave — the later of the reservation's time and the
+            row's next slot as it found it (what ``_RESERVE`` hands out, the mend of a
+            next slot beyond the cap aside): epoch milliseconds, the database's clock.
+        request: the row's request count after it (1, 2, …).
+    """
+
+    at_ms: int
+    request: int
+
+
+@contextlib.asynccontextmanager
+async def granted_slots(pool: asyncpg.Pool, gate: str) -> AsyncIterator[Callable[[], Awaitable[list[GrantedSlot]]]]:
+    """Record every slot the rate gate ``gate`` hands out while the block runs, from any
+    worker process; yields ``slots()``: those granted so far, in the order granted.
+
+    The times the gate itself decided, which a busy host does not skew — unlike a
+    request's arrival at a fake, late by its transit (a fresh connection, a process not
+    scheduled), which lengthens the gap before it and shortens the one after it. Recorded
+    in the suite's real PostgreSQL by a trigger on ``source_gates`` for this gate's row only,
+    into a table of its own (both dropped after): the product writes no statement for it.
+    """
+    name = f"gate_slots_{short_id()}".replace("-", "_").lower()
+    key = gate.replace("'", "''")
+    await pool.execute(
+        f"""CREATE TABLE {name} (at_ms bigint NOT NULL, request bigint NOT NULL);
+            CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              INSERT INTO {name} VALUES (
+                CASE WHEN TG_OP = 'INSERT' THEN NEW.updated_at ELSE greatest(NEW.updated_at, OLD.next_at) END,
+                NEW.requests);
+              RETURN NULL;
+            END $$;
+            CREATE TRIGGER {name}_first AFTER INSERT ON source_gates FOR EACH ROW
+              WHEN (NEW.gate = '{key}' AND NEW.requests > 0) EXECUTE FUNCTION {name}();
+            CREATE TRIGGER {name}_next AFTER UPDATE ON source_gates FOR EACH ROW
+              WHEN (NEW.gate = '{key}' AND NEW.requests > OLD.requests) EXECUTE FUNCTION {name}();"""
+    )
+
+    async def slots() -> list[GrantedSlot]:
+        rows = await pool.fetch(f"SELECT at_ms, request FROM {name} ORDER BY request")
+        return [GrantedSlot(at_ms=r["at_ms"], request=r["request"]) for r in rows]
+
+    try:
+        yield slots
+    finally:
+        await pool.execute(
+            f"""DROP TRIGGER {name}_first ON source_gates; DROP TRIGGER {name}_next ON source_gates;
+                DROP FUNCTION {name}(); DROP TABLE {name}"""
+        )
+
+
+async def db_clock_lead(pool: asyncpg.Pool) -> float:
+    """How far at most the database's clock (:data:`~curaflow.ledger.db.DB_NOW_MS`) runs
+    ahead of this process's ``time.time()``, in seconds (negative: behind): the database's
+    reading less the local one taken before it was asked (each pair bounds the lead: the
+    tightest of five), plus its half-millisecond rounding."""
+    bounds = []
+    for _ in range(5):
+        before = time.time()
+        db_s = int(await pool.fetchval(f"SELECT {DB_NOW_MS}")) / 1000
+        bounds.append(db_s + 0.0005 - before)
+    return min(bounds)
 
 
 async def curaflow(*args: str, stack: Stack) -> subprocess.CompletedProcess[str]:
