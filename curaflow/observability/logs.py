@@ -114,8 +114,14 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _redact,
     ]
+    # A structlog line below the level is dropped before the chain runs (filter_by_level,
+    # the level read at each line as the standard library reads it): the standard library's
+    # logger dropped it only after the chain — the context, an ISO time stamp, the secrets'
+    # mask — had run for it, ~16-40 µs a line: the worker's `activity.attempt_done` debug
+    # line at every activity attempt (2026-12-08, docs/performance.md "Twenty-eighth
+    # session"). The standard library's own records are filtered by their logger already.
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

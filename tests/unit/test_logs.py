@@ -122,3 +122,43 @@ def test_a_logged_traceback_never_shows_the_values_of_a_frames_variables(mode: s
     assert "in refresh" in done.stderr  # the frame is named
     assert "auth host went away" in done.stderr
     assert "TOKEN" not in done.stderr
+
+
+LEVEL_SCRIPT = textwrap.dedent(
+    """
+    import logging
+    import structlog
+    from curaflow.observability import logs
+    from curaflow.observability.logs import configure_logging, get_logger
+
+    configure_logging("INFO", True)
+    seen = []
+    redact = logs._redact
+
+    def spying(logger, method, event_dict):
+        seen.append(event_dict["event"])
+        return redact(logger, method, event_dict)
+
+    logs._redact = spying
+    configure_logging("INFO", True)  # the chain again, with the spy in the mask's place
+    log = get_logger("curaflow.test")
+    log.debug("below_the_level", n=1)
+    log.info("at_the_level", n=2)
+    logging.getLogger().setLevel("DEBUG")  # the level read at each line, not at configuration
+    log.debug("debug_now_enabled", n=3)
+    print(",".join(seen))
+    """
+)
+
+
+def test_a_line_below_the_level_is_dropped_before_any_processor_runs() -> None:
+    """A line the level filters out costs no processing: before 2026-12-08 the whole chain
+    (context, level, logger name, an ISO time stamp, the secrets' mask) ran for it and the
+    standard library's logger then dropped it — ~16-40 µs each, for the worker's
+    ``activity.attempt_done`` at every activity attempt (docs/performance.md, the
+    twenty-eighth session). What is written is unchanged: the line at the level is, and a
+    debug line is once the level is lowered, read line by line."""
+    done = subprocess.run([sys.executable, "-c", LEVEL_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "at_the_level,debug_now_enabled"
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert [line["event"] for line in lines] == ["at_the_level", "debug_now_enabled"]
