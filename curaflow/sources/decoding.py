@@ -71,7 +71,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple, TypeVar
 
@@ -289,7 +289,11 @@ class DecodeMeter:
     pixels: int = 0
     _cpu_s: float = 0.0
     _since: float | None = None
-    _stop: threading.Event = field(default_factory=threading.Event)
+    #: Set by :meth:`stop` (any thread), read by :meth:`check` (the decoding thread): one
+    #: attribute written once, as ``threading.Event.is_set`` reads its own flag. An Event
+    #: (its condition and lock built for a waiter there never is) cost ~3-6 µs a page's
+    #: meter until 2026-12-08 (docs/performance.md, "Twenty-eighth session").
+    _stopped: bool = False
 
     @contextmanager
     def running(self) -> Iterator[DecodeMeter]:
@@ -312,7 +316,7 @@ class DecodeMeter:
 
     def stop(self) -> None:
         """Stop the decode at its next check (from any thread)."""
-        self._stop.set()
+        self._stopped = True
 
     def check(self) -> None:
         """Raise if the decode must end now.
@@ -321,7 +325,7 @@ class DecodeMeter:
             DecodeStopped: stopped by its attempt, or the deadline passed.
             OverBudget: its CPU time is over the budget.
         """
-        if self._stop.is_set():
+        if self._stopped:
             raise DecodeStopped("cancelled")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise DecodeStopped("the job's deadline passed")
