@@ -622,8 +622,23 @@ def _origin_host(url: httpx.URL) -> str:
         return host
 
 
+_C0_CONTROLS_AND_SPACE = "".join(map(chr, range(0x21)))
+
+
+def _as_a_browser_reads(location: str) -> str:
+    """A ``Location`` of an http(s) receiver as the WHATWG URL Standard reads it ("basic
+    URL parser", special schemes): leading and trailing C0 controls and spaces dropped, every
+    ASCII tab and newline dropped, a backslash before the query or fragment read as a slash —
+    ``\\\\evil.example/x`` names the host ``evil.example``, where httpx (RFC 3986) reads a
+    path of the receiver's own."""
+    text = location.strip(_C0_CONTROLS_AND_SPACE).replace("\t", "").replace("\n", "").replace("\r", "")
+    cut = min((i for i in (text.find("?"), text.find("#")) if i >= 0), default=len(text))
+    return text[:cut].replace("\\", "/") + text[cut:]
+
+
 def leaves_origin(location: str | None, url: str | None) -> bool:
-    """Whether a redirect's ``Location`` (resolved against the receiver's ``url``) names
+    """Whether a redirect's ``Location`` (read as a browser reads it: :func:`_as_a_browser_reads`;
+    resolved against the receiver's ``url``) names
     another origin than the receiver's — another scheme, host or port (host compared
     without case, an IP address in its canonical form: :func:`_origin_host`; a port its
     scheme's default when none is written). A ``Location`` absent, or one that is no URL
@@ -633,7 +648,7 @@ def leaves_origin(location: str | None, url: str | None) -> bool:
         return False
     try:
         own = httpx.URL(url)
-        target = own.join(location.strip())
+        target = own.join(_as_a_browser_reads(location))
         # A host is decoded on reading (IDNA: ``xn--ls8h.la`` raises ``idna.IDNAError``, a
         # ValueError), so it is read here too.
         return (target.scheme, _origin_host(target), url_port(target)) != (

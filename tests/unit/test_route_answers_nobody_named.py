@@ -200,6 +200,27 @@ def test_a_303_to_the_receivers_own_address_written_otherwise_stays_on_its_origi
     assert not leaves_origin(location, url)
 
 
+@pytest.mark.parametrize(
+    ("location", "leaves"),
+    [
+        ("\\\\evil.example/x", True),  # \\evil.example/x: a browser reads //evil.example/x
+        ("/\\evil.example/x", True),
+        ("\\/evil.example/x", True),
+        ("/\t/evil.example/x", True),  # a tab or newline is dropped wherever it is written
+        ("/\n/evil.example/x", True),
+        ("https:\\\\evil.example/x", True),
+        ("\\result\\1", False),  # a path on the receiver's host, written with backslashes
+        ("/result?next=\\\\evil.example", False),  # a query's backslashes are the query's
+    ],
+)
+def test_a_303_location_is_read_as_a_browser_reads_it(location: str, leaves: bool) -> None:
+    # A Location of an http(s) URL is read by the WHATWG URL Standard — a backslash is a
+    # slash, a tab or a newline is dropped —: \\evil.example/x names another host, which
+    # httpx read as a path of the receiver's own (the route's 303 held the work as maybe
+    # delivered behind an authentication portal, then sent it again under another id).
+    assert leaves_origin(location, "https://hook.test/in") is leaves
+
+
 @pytest.mark.parametrize("location", ["https://xn--ls8h.la/x", "//xn--hook-.test/x"])
 def test_a_303_location_whose_host_cannot_be_decoded_leaves_no_origin(location: str) -> None:
     # httpx decodes an xn-- host (IDNA) only when it is read: leaves_origin read it past
