@@ -14,13 +14,11 @@ import uuid
 import asyncpg
 import pytest
 
-from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
-from curaflow.domain.cells import CellStage
 from curaflow.domain.messages import RouteRef, TargetSpec
-from curaflow.domain.models import CandidateReport, Work
-from curaflow.ledger import cells, deliveries, event_pushes, route_gates
+from curaflow.ledger import deliveries, event_pushes, route_gates
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.events import append_event
+from tests.recording_support import claimed_send
 from tests.support import ledger_job, short_id
 
 pytestmark = pytest.mark.integration
@@ -95,25 +93,14 @@ async def test_a_pause_reason_is_kept_marked(ledger_pool: asyncpg.Pool) -> None:
 
 async def test_a_failed_send_keeps_the_answer_marked(ledger_pool: asyncpg.Pool) -> None:
     route = RouteRef(name=f"dir-{uuid.uuid4().hex[:6]}", kind="directory")
-    target = TargetSpec(target_id="demo", routes=[route])
-    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
-    job_id = await ledger_job(ledger_pool, target, label="marked")
-    async with ledger_pool.acquire() as conn, conn.transaction():
-        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
-        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
-    async with ledger_pool.acquire() as conn, conn.transaction():
-        cell, *_ = await cells.start_step(
-            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner=route.name
-        )
-        claim = await deliveries.claim_send(
-            conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
-        )
-        assert claim.idempotency_key
+    inp, request = await claimed_send(ledger_pool, route, f"w{uuid.uuid4().hex[:8]}")
+    assert request.idempotency_key
+    async with ledger_pool.acquire() as conn:
         await deliveries.record_failed(
-            conn, job_id, "demo", claim.idempotency_key, reason="route_unavailable", error=ANSWER, permanent=False
+            conn, inp.job_id, "demo", request.idempotency_key, reason="route_unavailable", error=ANSWER, permanent=False
         )
     stored = await ledger_pool.fetchval(
-        "SELECT last_error FROM delivery_intents WHERE idempotency_key = $1", claim.idempotency_key
+        "SELECT last_error FROM delivery_intents WHERE idempotency_key = $1", request.idempotency_key
     )
     assert_marked(stored, 2_000)
 
