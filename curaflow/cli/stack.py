@@ -28,7 +28,7 @@ from curaflow.cli.common import (
 )
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
-from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
+from curaflow.devstack.stack import EmbeddedStack, StackBusy, missing_extra, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.paths import private_dir
 from curaflow.process.httpserver import (
@@ -100,6 +100,10 @@ class DevPorts:
 
 async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
+    missing = missing_extra()
+    if missing is not None:  # the remedy that lets it start, before any other
+        error(missing)
+        raise typer.Exit(EXIT_CANNOT_START)
     running = read_stack_info(settings.state_dir)
     if running is not None:
         error(

@@ -19,6 +19,12 @@ from typing import Any, Literal
 
 from curaflow.paths import private_dir
 
+#: Why the embedded PostgreSQL cannot start: the ``[embedded]`` extra's pgserver is absent.
+PGSERVER_MISSING = (
+    "the embedded PostgreSQL (pgserver) is not installed: pip install 'curaflow[embedded]' "
+    "(or set DATABASE_URL and TEMPORAL_ADDRESS)"
+)
+
 
 class EmbeddedPostgres:
     """A PostgreSQL server on ``pgdata`` for this process's lifetime (or until :meth:`stop`).
@@ -53,10 +59,7 @@ class EmbeddedPostgres:
             try:
                 import pgserver
             except ImportError:
-                raise RuntimeError(
-                    "the embedded PostgreSQL (pgserver) is not installed: pip install 'curaflow[embedded]' "
-                    "(or set DATABASE_URL and TEMPORAL_ADDRESS)"
-                ) from None
+                raise RuntimeError(PGSERVER_MISSING) from None
 
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         private_dir(self.pgdata.parent)

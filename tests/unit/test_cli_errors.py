@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,28 @@ def test_curaflow_dev_that_cannot_start_names_the_extra_to_install(
     result = CliRunner().invoke(app, ["dev", *ports])
     assert result.exit_code == 2, result.output
     assert "pip install 'curaflow[embedded]'" in result.output
+
+
+def test_curaflow_dev_names_the_missing_extra_before_a_port_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A services-only install (``pip install .``) with the replay's port taken was told
+    "port 8300 (Pixiv replay) is in use: pick another with --replay-port", and only with the
+    port free that the embedded extra is missing (a newcomer's finding, 2026-12-08)."""
+    import socket
+
+    monkeypatch.setitem(sys.modules, "pgserver", None)  # as on an install without the extra
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        ports = ["--temporal-port", "0", "--ui-port", "0", "--api-port", "0", "--temporal-http-port", "0"]
+        ports += ["--temporal-metrics-port", "0", "--worker-metrics-port", "0", "--replay-port", port]
+        result = CliRunner().invoke(app, ["dev", *ports])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'curaflow[embedded]'" in result.output
+    assert "in use" not in result.output, result.output
 
 
 @pytest.mark.parametrize("timeout", ["-1", "0", "0.5"])
