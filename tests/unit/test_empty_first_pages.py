@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.replay.data import recorded_works
-from curaflow.sources.pixiv.scan import ScanCheckpoint
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from curaflow.sources.pixiv.scan.pages import check_page, promised_by_the_query
 from tests.fakes.replay import Faults
 from tests.frontier_support import scan_on_replay
+from tests.support import pixiv_answering
 
 #: The replay's recorded works, in the order its ranking without a date lists them: two
 #: pages (30 and 30), the second naming no page after it.
@@ -162,3 +164,49 @@ def test_check_page_takes_an_empty_page_naming_none_for_the_end_only_where_nothi
 def test_only_a_ranking_is_promised_by_its_query() -> None:
     assert promised_by_the_query(_ranking())
     assert not any(promised_by_the_query(_search("x", sort)) for sort in ("date_desc", "date_asc", "popular_desc"))
+
+
+#: Items that are no work curaflow reads: no object, or an object without a Pixiv id.
+UNREADABLE: list[object] = [None, 0, "x", [], {}, {"id": None}, {"id": "abc"}, {"id": -1}]
+
+
+@pytest.mark.parametrize("items", [[None] * 30, [{}] * 30, UNREADABLE], ids=["nulls", "empty-objects", "mixed"])
+def test_a_page_listing_no_work_curaflow_reads_is_as_empty_where_works_were_promised(items: list[object]) -> None:
+    # A page whose every item has no id curaflow reads lists no work: where works were
+    # promised (a ranking, a next_url), it is the source's failure as an empty page is.
+    # Before: each item was counted invalid and the page taken — a ranking answering
+    # 30 nulls and no next_url ended exhausted, no candidate, "nothing new".
+    with pytest.raises(SourceError) as err:
+        check_page({"illusts": items, "next_url": None}, promised=True)
+    assert err.value.reason == TerminalReason.REMOTE_HTTP_ERROR and err.value.retryable
+    with pytest.raises(SourceError):  # naming a next page, nothing promised it: followed, its places unread
+        check_page(
+            {"illusts": items, "next_url": "https://app-api.pixiv.net/v1/search/illust?offset=30"}, promised=False
+        )
+    check_page({"illusts": items, "next_url": None}, promised=False)  # the end where nothing promised works
+    check_page({"illusts": [*items, {"id": 1}], "next_url": None}, promised=True)  # one work read: a page
+
+
+def test_a_ranking_answering_a_page_of_nulls_fails_the_attempt_and_the_retry_reads_it() -> None:
+    answers: list[dict[str, object]] = [{"illusts": [None] * 30, "next_url": None}]
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if answers:
+            return httpx.Response(200, json=answers.pop(0))
+        offset = int(request.url.params.get("offset") or 0)
+        return httpx.Response(200, json={"illusts": recorded_works()[offset : offset + 30], "next_url": None})
+
+    async def nothing(cp: ScanCheckpoint) -> None:
+        return None
+
+    async def run() -> ScanCheckpoint:
+        client = pixiv_answering(api)
+        return await scan(
+            client, _ranking(), scan_limit=1, known=_known_but(), on_page=nothing, settled_before="2100-01-01"
+        )
+
+    with pytest.raises(SourceError) as err:
+        asyncio.run(run())
+    assert err.value.reason == TerminalReason.REMOTE_HTTP_ERROR and err.value.retryable
+    result = asyncio.run(run())
+    assert len(result.candidates) == 1 and result.report.reasons.get("invalid", 0) == 0

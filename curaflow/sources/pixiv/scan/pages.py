@@ -77,7 +77,9 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
     replay only send a ``next_url`` when more works follow); so is any page of a ranking
     that lists none (:func:`promised_by_the_query`), and any page that lists none yet
     names a page after it (:func:`empty_going_on`: both cannot hold — until 2026-12-08 a
-    first page so was followed, the 30 places it stood for never read). Each fails the
+    first page so was followed, the 30 places it stood for never read). A page whose
+    items have no id curaflow reads lists no work: empty for these rules
+    (:func:`lists_no_work`, 2026-12-08). Each fails the
     attempt as a retryable ``remote_http_error``; the retry asks the same page again.
 
     What is the end of results, decision 2026-12-08 (DESIGN.md "Owners of decisions",
@@ -106,12 +108,12 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
             f"(Pixiv lists {PAGE_SIZE} a page; at most {MAX_PAGE_ITEMS} are read): taken for the source's "
             "failure, no item of it read",
         )
-    if promised and not illusts:
+    if promised and lists_no_work(page):
         raise SourceError(
             TerminalReason.REMOTE_HTTP_ERROR,
-            "pixiv answered an empty page where more works were promised (by the previous page's next_url, "
-            "by the works this target already examined in these results, or by a ranking, which Pixiv never "
-            "publishes empty)",
+            f"pixiv answered a page listing no work ({_unread_items(illusts)}) where more works were promised "
+            "(by the previous page's next_url, by the works this target already examined in these results, or "
+            "by a ranking, which Pixiv never publishes empty)",
         )
     if empty_going_on(page):
         raise SourceError(
@@ -139,7 +141,26 @@ def empty_going_on(page: dict[str, Any]) -> bool:
     ranking), the scan read on from the next page and the places this one stood for
     were never read. The source's failure (:func:`check_page`)."""
     next_url = page.get("next_url")
-    return page.get("illusts") == [] and isinstance(next_url, str) and bool(next_url)
+    return lists_no_work(page) and isinstance(next_url, str) and bool(next_url)
+
+
+def lists_no_work(page: dict[str, Any]) -> bool:
+    """Whether ``page`` (an answer with an ``illusts`` list) lists no work curaflow reads:
+    no item, or none with an id curaflow reads (:func:`_listed`: ``null``, ``{}``, an
+    object without a Pixiv id). Pixiv lists every work with its id — a work hidden from
+    the account is a placeholder with its id — so such a page is an empty one for every
+    rule of the end of results (:func:`check_page`, :func:`empty_going_on`). Until
+    2026-12-08 its items were each counted ``invalid`` and the page taken: a ranking
+    answering thirty ``null`` and no ``next_url`` ended ``exhausted``, no candidate."""
+    return isinstance(page.get("illusts"), list) and not any(_listed(page))
+
+
+def _unread_items(illusts: list[Any]) -> str:
+    """How many items a page listing no work lists, for the message (``no item``, ``3
+    items without an id curaflow reads``)."""
+    if not illusts:
+        return "no item"
+    return f"{len(illusts)} item{'s' if len(illusts) != 1 else ''} without an id curaflow reads"
 
 
 def promised_by_the_query(target: TargetSpec) -> bool:
