@@ -160,7 +160,7 @@ async def test_an_empty_first_ranking_page_never_ends_a_job_as_nothing_new(
 ) -> None:
     # The ranking's first page answers empty once (an outage, a cache). Until 2026-12-08
     # the job ended there: no candidate, "no new works" — as if the day's ranking held
-    # none. Pixiv never publishes an empty ranking: the attempt fails as the source's
+    # none. A published ranking is never empty: the attempt fails as the source's
     # (retried, backed off) and the retry delivers the ranking's first work.
     replay.faults.search = ["empty"]
     stack, _ = source_stack(make_stack, tmp_path, replay, target={"query": {"mode": "ranking"}, "scan_limit": 1})

@@ -210,3 +210,41 @@ def test_a_ranking_answering_a_page_of_nulls_fails_the_attempt_and_the_retry_rea
     assert err.value.reason == TerminalReason.REMOTE_HTTP_ERROR and err.value.retryable
     result = asyncio.run(run())
     assert len(result.candidates) == 1 and result.report.reasons.get("invalid", 0) == 0
+
+
+def _empty_ranking_failure(target: TargetSpec) -> str:
+    def api(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"illusts": [], "next_url": None})
+
+    async def nothing(cp: ScanCheckpoint) -> None:
+        return None
+
+    async def run() -> ScanCheckpoint:
+        return await scan(
+            pixiv_answering(api), target, scan_limit=1, known=_known_but(), on_page=nothing, settled_before="2100-01-01"
+        )
+
+    with pytest.raises(SourceError) as err:
+        asyncio.run(run())
+    assert err.value.reason == TerminalReason.REMOTE_HTTP_ERROR and err.value.retryable
+    return str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["day_r18", "week_r18g", "day_male_r18"])
+def test_an_empty_r18_ranking_is_told_it_may_be_the_accounts_setting(mode: str) -> None:
+    # Pixiv answers an R-18 ranking empty ({"illusts": [], "next_url": null}) to an account
+    # whose R-18 setting is off (pixivpy's issues #107, #186): every job of such a target
+    # fails, and the report must point there. Before: "a ranking, which Pixiv never
+    # publishes empty" — the operator looked for an outage.
+    target = _ranking().model_copy(update={"query": TargetQuery(mode="ranking", ranking_mode=mode)})  # type: ignore[arg-type]
+    message = _empty_ranking_failure(target)
+    assert "R-18" in message and "setting" in message
+    assert "never publishes" not in message
+
+
+def test_an_empty_ranking_of_a_day_is_told_the_day_may_not_be_ranked_yet() -> None:
+    # A day's ranking is published the next day around noon JST; asked before, Pixiv
+    # answers it empty (HibiAPI issue #322).
+    message = _empty_ranking_failure(_ranking("2025-02-04"))
+    assert "2025-02-04" in message and "not ranked yet" in message
+    assert "R-18" not in message and "never publishes" not in message

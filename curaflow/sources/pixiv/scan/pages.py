@@ -113,7 +113,7 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
             TerminalReason.REMOTE_HTTP_ERROR,
             f"pixiv answered a page listing no work ({_unread_items(illusts)}) where more works were promised "
             "(by the previous page's next_url, by the works this target already examined in these results, or "
-            "by a ranking, which Pixiv never publishes empty)",
+            "by a ranking's query: never taken for its end)",
         )
     if empty_going_on(page):
         raise SourceError(
@@ -176,6 +176,37 @@ def promised_by_the_query(target: TargetSpec) -> bool:
     search's first page is not promised so (a tag nobody used has no results): only
     what its target's frontier knows stands there promises it (:func:`_expected_on`)."""
     return target.query.mode == "ranking"
+
+
+def empty_ranking(target: TargetSpec, page: dict[str, Any]) -> str:
+    """What the failure of a ranking whose first page lists no work
+    (:func:`lists_no_work`) says: the source's failure all the same (a ranking is
+    promised: :func:`promised_by_the_query`), but it names what answers a ranking so —
+    an outage, a cache; a day Pixiv has not ranked yet (``ranking_date``: a day's ranking
+    is published the next day around noon JST, and asked before it the app-api answers
+    ``{"illusts": [], "next_url": null}``: HibiAPI issue #322, coolQPythonBot PR #50); an
+    R-18 ranking (a mode with ``r18``) asked by an account whose R-18 setting is off
+    (pixiv.net's settings; the app-api answers it empty: pixivpy issues #107, #186).
+    Those two are no outage: every job of the target fails so until the day is ranked or
+    the setting changed. Until 2026-12-08 the message said Pixiv never publishes an empty
+    ranking, and an operator looked for an outage where the account's setting was off."""
+    query = target.query
+    mode = clean_text(query.ranking_mode)[:40]
+    day = clean_text(query.ranking_date or "")[:10]
+    causes = ["an outage or a cache answering it so"]
+    if day:
+        causes.append(f"{day} is not ranked yet (a day's ranking is published the next day, around noon JST)")
+    if "r18" in query.ranking_mode:
+        causes.append(
+            "the account's R-18 setting is off (pixiv.net settings: Pixiv answers R-18 rankings empty to such "
+            "an account)"
+        )
+    listed = _unread_items(page.get("illusts") or [])
+    return (
+        f"pixiv answered the first page of ranking {mode!r}{f' of {day}' if day else ''} listing no work ({listed}) "
+        f"and no next page: {'; or '.join(causes)} — taken for the source's failure, never for a ranking with "
+        "nothing new"
+    )
 
 
 def moves_nowhere(cp: ScanCheckpoint, offset: int, listed: list[str]) -> bool:
@@ -722,6 +753,10 @@ async def _fetch_page(
             offset=offset,
         )
         promised = False
+    first = offset == 0 and cp.listed_at is None
+    if promised_by_the_query(target) and first and lists_no_work(page) and page.get("next_url", ...) is None:
+        # The ranking's first page lists nothing: say what may be wrong (the report's words).
+        raise SourceError(TerminalReason.REMOTE_HTTP_ERROR, empty_ranking(target, page))
     check_page(page, promised=promised)
     dated = target.query.mode == "search" and target.query.sort in fr.DATE_SORTS
     objects = [i for i in page["illusts"] if isinstance(i, dict)]
