@@ -182,9 +182,10 @@ def empty_ranking(target: TargetSpec, page: dict[str, Any]) -> str:
     """What the failure of a ranking whose first page lists no work
     (:func:`lists_no_work`) says: the source's failure all the same (a ranking is
     promised: :func:`promised_by_the_query`), but it names what answers a ranking so —
-    an outage, a cache; a day Pixiv has not ranked yet (``ranking_date``: a day's ranking
-    is published the next day around noon JST, and asked before it the app-api answers
-    ``{"illusts": [], "next_url": null}``: HibiAPI issue #322, coolQPythonBot PR #50); an
+    an outage, a cache; a day Pixiv has not ranked (``ranking_date``: a day's ranking is
+    published the next day around noon JST, and asked before it the app-api answers
+    ``{"illusts": [], "next_url": null}``: HibiAPI issue #322, coolQPythonBot PR #50; a
+    mode has no ranking of a day before it existed); an
     R-18 ranking (a mode with ``r18``) asked by an account whose R-18 setting is off
     (pixiv.net's settings; the app-api answers it empty: pixivpy issues #107, #186).
     Those two are no outage: every job of the target fails so until the day is ranked or
@@ -195,7 +196,10 @@ def empty_ranking(target: TargetSpec, page: dict[str, Any]) -> str:
     day = clean_text(query.ranking_date or "")[:10]
     causes = ["an outage or a cache answering it so"]
     if day:
-        causes.append(f"{day} is not ranked yet (a day's ranking is published the next day, around noon JST)")
+        causes.append(
+            f"{day} has no ranking of this mode, or not yet (a day's ranking is published the next day around "
+            "noon JST; a mode has none of a day before it existed)"
+        )
     if "r18" in query.ranking_mode:
         causes.append(
             "the account's R-18 setting is off (pixiv.net settings: Pixiv answers R-18 rankings empty to such "
