@@ -151,8 +151,11 @@ def lists_no_work(page: dict[str, Any]) -> bool:
     the account is a placeholder with its id — so such a page is an empty one for every
     rule of the end of results (:func:`check_page`, :func:`empty_going_on`). Until
     2026-12-08 its items were each counted ``invalid`` and the page taken: a ranking
-    answering thirty ``null`` and no ``next_url`` ended ``exhausted``, no candidate."""
-    return isinstance(page.get("illusts"), list) and not any(_listed(page))
+    answering thirty ``null`` and no ``next_url`` ended ``exhausted``, no candidate.
+    A page of more than :data:`MAX_PAGE_ITEMS` items is no page (:func:`check_page`
+    refuses it so): its items are not read here either."""
+    illusts = page.get("illusts")
+    return isinstance(illusts, list) and len(illusts) <= MAX_PAGE_ITEMS and not any(_listed(page))
 
 
 def _unread_items(illusts: list[Any]) -> str:
