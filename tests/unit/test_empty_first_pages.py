@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.reasons import MAX_REASON_MESSAGE, TerminalReason
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.replay.data import recorded_works
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
@@ -246,5 +246,15 @@ def test_an_empty_ranking_of_a_day_is_told_the_day_may_have_none_yet() -> None:
     # A day's ranking is published the next day around noon JST; asked before, Pixiv
     # answers it empty (HibiAPI issue #322).
     message = _empty_ranking_failure(_ranking("2025-02-04"))
-    assert "2025-02-04 has no ranking of this mode, or not yet" in message
+    assert "no ranking of 2025-02-04 in this mode (yet" in message
     assert "R-18" not in message and "never publishes" not in message
+
+
+def test_an_empty_rankings_causes_fit_the_cells_terminal_message() -> None:
+    # The cell's terminal reason message keeps MAX_REASON_MESSAGE characters (the rest is
+    # cut): each cause must be within them, after the activity's own words before it
+    # (room for 100 characters).
+    query = TargetQuery(mode="ranking", ranking_mode="day_female_r18", ranking_date="2025-02-04")  # type: ignore[arg-type]
+    message = _empty_ranking_failure(_ranking().model_copy(update={"query": query}))
+    kept = message[: MAX_REASON_MESSAGE - 100]
+    assert "R-18 setting" in kept and "2025-02-04" in kept and "outage" in kept, message

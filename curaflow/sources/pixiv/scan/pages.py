@@ -190,29 +190,26 @@ def empty_ranking(target: TargetSpec, page: dict[str, Any]) -> str:
     ``{"illusts": [], "next_url": null}``: HibiAPI issue #322, coolQPythonBot PR #50; a
     mode has no ranking of a day before it existed); an
     R-18 ranking (a mode with ``r18``) asked by an account whose R-18 setting is off
-    (pixiv.net's settings; the app-api answers it empty: pixivpy issues #107, #186).
+    (pixiv.net's settings; the app-api answers it empty: pixivpy issues #107, #186) —
+    the likeliest cause first, the whole within a cell's terminal message
+    (:data:`~curaflow.domain.reasons.MAX_REASON_MESSAGE`, with room for the words
+    before it).
     Those two are no outage: every job of the target fails so until the day is ranked or
     the setting changed. Until 2026-12-08 the message said Pixiv never publishes an empty
     ranking, and an operator looked for an outage where the account's setting was off."""
     query = target.query
-    mode = clean_text(query.ranking_mode)[:40]
+    mode = clean_text(query.ranking_mode)[:20]
     day = clean_text(query.ranking_date or "")[:10]
-    causes = ["an outage or a cache answering it so"]
-    if day:
-        causes.append(
-            f"{day} has no ranking of this mode, or not yet (a day's ranking is published the next day around "
-            "noon JST; a mode has none of a day before it existed)"
-        )
+    causes = []
     if "r18" in query.ranking_mode:
-        causes.append(
-            "the account's R-18 setting is off (pixiv.net settings: Pixiv answers R-18 rankings empty to such "
-            "an account)"
-        )
+        causes.append("the account's R-18 setting off (Pixiv then answers R-18 rankings empty)")
+    if day:
+        causes.append(f"no ranking of {day} in this mode (yet: one is published the next day, ~noon JST)")
+    causes.append("an outage")
     listed = _unread_items(page.get("illusts") or [])
     return (
-        f"pixiv answered the first page of ranking {mode!r}{f' of {day}' if day else ''} listing no work ({listed}) "
-        f"and no next page: {'; or '.join(causes)} — taken for the source's failure, never for a ranking with "
-        "nothing new"
+        f"pixiv listed no work ({listed}) and no next page on the first page of ranking {mode!r}"
+        f"{f' of {day}' if day else ''}: {'; or '.join(causes)} — the source's failure, not 'nothing new'"
     )
 
 
