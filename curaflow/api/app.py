@@ -22,10 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.service import RPCError
 
 import curaflow
 from curaflow.api.docs import install_docs
@@ -47,7 +50,8 @@ from curaflow.observability.metrics import initialise_series, record_api_answer,
 from curaflow.observability.supervision import EXIT_LOOP_FAILED, Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.process.http_methods import MethodRules
-from curaflow.process.refusals import configuration_refused
+from curaflow.process.refusals import refused_setting
+from curaflow.temporal.answers import refused_configuration, status_name
 from curaflow.temporal.connection import connect_configured
 
 log = get_logger("curaflow.api")
@@ -117,6 +121,44 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
         log.info("api.temporal_connected", address=settings.temporal.address)
 
     return body
+
+
+#: How often the API asks Temporal of its namespace (the ``temporal_namespace`` loop), seconds:
+#: a namespace deleted under a running API is told within this and ``supervision.fatal_after_ms``.
+NAMESPACE_PROBE_S = 30.0
+#: The longest the API waits for Temporal's answer about its namespace, seconds.
+NAMESPACE_PROBE_TIMEOUT_S = 10.0
+
+
+def namespace_probe(app: FastAPI, settings: Settings) -> Callable[[], Awaitable[None]]:
+    """The tick of the API's ``temporal_namespace`` loop: describe the configured namespace
+    on the connected client (nothing while none is connected: ``temporal_connect`` tells
+    that), and fail only when Temporal refuses the process's configuration — a namespace
+    that does not exist, its access (:func:`curaflow.temporal.answers.refused_configuration`):
+    the loop is fatal, and the process exits 2 naming the setting once it has not recovered
+    within ``supervision.fatal_after_ms`` (a worker that registers the namespace meanwhile —
+    docs/operations.md lets the first worker do it — ends the failure). Any other answer (an
+    outage) passes: the API serves reads from the ledger while Temporal is away.
+
+    Until 2026-12-08 an API whose ``TEMPORAL_NAMESPACE`` did not exist served on, healthy,
+    until a job was admitted: nothing it did asked Temporal of its namespace.
+    """
+
+    async def tick() -> None:
+        client = app.state.client
+        if client is None:
+            return
+        request = DescribeNamespaceRequest(namespace=settings.temporal.namespace)
+        try:
+            await client.workflow_service.describe_namespace(
+                request, timeout=timedelta(seconds=NAMESPACE_PROBE_TIMEOUT_S)
+            )
+        except RPCError as err:
+            if refused_configuration(err):
+                raise
+            log.info("api.temporal_namespace_unanswered", status=status_name(err))
+
+    return tick
 
 
 def _request_answered(request: Request, status: int, elapsed_ms: float) -> None:
@@ -228,7 +270,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             stop,
             SupervisionPolicy.from_settings(settings),
             on_fatal=failed,
-            configuration_refused=configuration_refused,
+            refused_setting=refused_setting,
         )
         app.state.supervisor = supervisor
         app.state.notifier = await EventNotifier(settings.database.url).start(supervisor)
@@ -261,6 +303,13 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 foreign_queue_wait_ms=settings.foreign_queue_wait_ms,
             )
         )
+        if settings.temporal.address:
+            supervisor.every(
+                "temporal_namespace",
+                NAMESPACE_PROBE_S,
+                namespace_probe(app, settings),
+                timeout_s=NAMESPACE_PROBE_TIMEOUT_S * 2,
+            )
         # The gauges' own loop never raises ("a metric must never take a process down");
         # supervised, not fatal, so it shows in /ready and a death would be seen.
         supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(background, settings, stop), fatal=False)

@@ -62,25 +62,34 @@ EXIT_CANNOT_START = 2
 #: one that cannot start — also a running process whose loop could not recover from a
 #: refusal of its configuration (:func:`exit_status_of`).
 EXIT_CONFIGURATION = 2
-#: What the reason of such a failure adds.
+#: What the reason of such a failure adds, after the setting to change
+#: (:func:`configuration_refused_reason`).
 CONFIGURATION_REFUSED = (
     "a refusal of this process's configuration (its Temporal credentials, permissions or namespace; "
-    "its PostgreSQL login or database): a restart alone does not help: "
-    "fix the configuration or the credentials it reads"
+    "its PostgreSQL login or database): a restart alone does not help: fix "
 )
 
 
-def exit_status_of(error: BaseException | None, configuration_refused: Callable[[BaseException], bool] | None) -> int:
+def configuration_refused_reason(setting: str) -> str:
+    """What the reason of a failure that is a refusal of the configuration adds: that a
+    restart alone does not help, and ``setting`` — the environment variable / configuration
+    key to change (:func:`curaflow.process.refusals.refused_setting`; until 2026-12-08 the
+    reason said "the configuration or the credentials it reads", and named none)."""
+    return f"{CONFIGURATION_REFUSED}{setting}"
+
+
+def exit_status_of(error: BaseException | None, refused_setting: Callable[[BaseException], str | None] | None) -> int:
     """The exit status of a process failed by a loop whose last failure is ``error``:
-    :data:`EXIT_CONFIGURATION` when ``configuration_refused`` reads it as a refusal of the
-    process's configuration — Temporal's of its access or namespace, PostgreSQL's of its
-    login or database (:func:`curaflow.process.refusals.configuration_refused`, handed in by
-    the process that owns the supervisor: this layer knows neither service) — which no
-    restart changes; else :data:`EXIT_LOOP_FAILED` ("restart me": an outage, a bug; also
-    every failure when no reading is handed in). Until 2026-12-07 every such failure exited
-    3, and the reconciler refused its namespace was restarted into the same refusal every
+    :data:`EXIT_CONFIGURATION` when ``refused_setting`` reads it as a refusal of the
+    process's configuration (it names the setting to change) — Temporal's of its access or
+    namespace, PostgreSQL's of its login or database
+    (:func:`curaflow.process.refusals.refused_setting`, handed in by the process that owns
+    the supervisor: this layer knows neither service) — which no restart changes; else
+    :data:`EXIT_LOOP_FAILED` ("restart me": an outage, a bug; also every failure when no
+    reading is handed in). Until 2026-12-07 every such failure exited 3, and the reconciler
+    refused its namespace was restarted into the same refusal every
     ``supervision.fatal_after_ms``."""
-    if error is not None and configuration_refused is not None and configuration_refused(error):
+    if error is not None and refused_setting is not None and refused_setting(error) is not None:
         return EXIT_CONFIGURATION
     return EXIT_LOOP_FAILED
 
@@ -206,9 +215,11 @@ class Supervisor:
             its stop event; ``curaflow api`` asks uvicorn to shut down). Without it a
             failure is only logged and the loops keep restarting (nobody could restart
             the process).
-        configuration_refused: whether a loop's last failure is a refusal of the process's
-            configuration, which makes :attr:`exit_status` :data:`EXIT_CONFIGURATION`
-            (:func:`exit_status_of`); None: every failure exits :data:`EXIT_LOOP_FAILED`.
+        refused_setting: the setting to change when a loop's last failure is a refusal of the
+            process's configuration (None when it is not), which makes :attr:`exit_status`
+            :data:`EXIT_CONFIGURATION` and the reason name the setting (:func:`exit_status_of`);
+            None: every failure exits :data:`EXIT_LOOP_FAILED`. A refusal's failures are
+            logged without a traceback: they are an answer, not a fault of the code.
     """
 
     def __init__(
@@ -217,7 +228,7 @@ class Supervisor:
         policy: SupervisionPolicy | None = None,
         *,
         on_fatal: Callable[[str], None] | None = None,
-        configuration_refused: Callable[[BaseException], bool] | None = None,
+        refused_setting: Callable[[BaseException], str | None] | None = None,
     ) -> None:
         self.stop = stop
         self.policy = policy or SupervisionPolicy()
@@ -225,7 +236,7 @@ class Supervisor:
         #: The status the process exits with once failed (:func:`exit_status_of`).
         self.exit_status = EXIT_LOOP_FAILED
         self._on_fatal = on_fatal
-        self._configuration_refused = configuration_refused
+        self._refused_setting = refused_setting
         self._loops: dict[str, LoopState] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -300,7 +311,12 @@ class Supervisor:
                 cause = err
                 error = redacted(f"{type(err).__name__}: {err}")  # /ready and the exit reason say it
                 if not self.stop.is_set():
-                    log.error("background.loop_failed", loop=name, error=error, exc_info=err)
+                    log.error(
+                        "background.loop_failed",
+                        loop=name,
+                        error=error,
+                        exc_info=None if self._refused(err) is not None else err,
+                    )
             finally:
                 state.running = False
             if self.stop.is_set():
@@ -341,9 +357,10 @@ class Supervisor:
         """
         if self.failure is not None:
             return
-        self.exit_status = exit_status_of(error, self._configuration_refused)
-        if self.exit_status == EXIT_CONFIGURATION:
-            reason = f"{reason} — {CONFIGURATION_REFUSED}"
+        setting = self._refused(error)
+        self.exit_status = exit_status_of(error, self._refused_setting)
+        if setting is not None:
+            reason = f"{reason} — {configuration_refused_reason(setting)}"
         self.failure = reason
         log.error("background.loop_unrecoverable", loop=loop, reason=reason, exit_status=self.exit_status)
         if self._on_fatal is not None:
@@ -364,6 +381,12 @@ class Supervisor:
         self._tasks = []
 
     # ---- internals --------------------------------------------------------------------
+
+    def _refused(self, error: BaseException | None) -> str | None:
+        """The setting to change when ``error`` is a refusal of the configuration, else None."""
+        if error is None or self._refused_setting is None:
+            return None
+        return self._refused_setting(error)
 
     def _register(self, name: str, fatal: bool) -> LoopState:
         if name in self._loops:
@@ -422,7 +445,9 @@ class Supervisor:
                 failures=state.failures,
                 down_s=round(down_s, 3),
                 retry_in_s=retry_in,
-                exc_info=error,
+                # A refusal of the configuration is an answer (its error says it), not a fault of
+                # the code: no traceback for it, once a second for as long as it lasts.
+                exc_info=None if self._refused(error) is not None else error,
             )
             if state.fatal and down_s > self.policy.fatal_after_s:
                 self.fail(state.name, f"{state.name} has not recovered for {down_s:.0f} s: {state.last_error}", error)

@@ -83,7 +83,7 @@ from curaflow.process.heap import settle_heap
 from curaflow.process.httpserver import BackgroundServer, CannotListen
 from curaflow.process.launch import stop_requested
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
-from curaflow.process.refusals import configuration_refused
+from curaflow.process.refusals import refused_setting
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
 from curaflow.process.telemetry import interceptors_for_worker, temporal_runtime
 from curaflow.schedules import watch_forever
@@ -365,7 +365,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             stop,
             SupervisionPolicy.from_settings(settings),
             on_fatal=failed,
-            configuration_refused=configuration_refused,
+            refused_setting=refused_setting,
         )
         if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(
             settings.state_dir

@@ -130,7 +130,7 @@ def refused_configuration(err: BaseException) -> bool:
     or deleted). A ``NOT_FOUND`` without that detail says nothing of the namespace, and an
     outage or one request's refusal is not the configuration's. A process whose loop cannot
     recover from it exits with the configuration's status, not "restart me"
-    (:func:`curaflow.process.refusals.configuration_refused`, 2026-12-07)."""
+    (:func:`curaflow.process.refusals.refused_setting`, 2026-12-07)."""
     if not isinstance(err, RPCError):
         return False
     if err.status in ACCESS_STATUSES:

@@ -27,6 +27,7 @@ import pytest
 import tomli_w
 
 from curaflow.cli.common import EXIT_CANNOT_START
+from curaflow.devstack.postgres import RestartablePostgres
 from tests.services import free_port
 from tests.support import short_id
 from tests.zygote import ForkedProcess, curaflow_command, curaflow_process
@@ -177,6 +178,104 @@ def test_a_database_url_that_cannot_be_used_is_one_line_and_status_2(
     assert "could not be opened" in output and "Traceback" not in output, output
     assert len([line for line in output.splitlines() if "could not be opened" in line]) == 1, output
     assert "S3cr" not in output and "3tPart" not in output, output
+
+
+#: A role whose login PostgreSQL checks with a password (the suite's servers trust every local login).
+CHECKED_ROLE = "curaflow_checked"
+CHECKED_PASSWORD = "right-password"
+
+
+@pytest.fixture(scope="module")
+def checked_login(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL of this module's own whose :data:`CHECKED_ROLE` logs in with
+    :data:`CHECKED_PASSWORD` alone (``scram-sha-256`` in ``pg_hba.conf``); yields its
+    superuser's URL (``postgresql://postgres:@/postgres?host=<socket dir>``, trusted)."""
+    import asyncio
+
+    import asyncpg
+
+    data = tmp_path_factory.mktemp("checked-pg") / "data"
+    pg = RestartablePostgres(data, cleanup_mode="delete")
+    url = pg.start()
+    hba = data / "pg_hba.conf"
+    hba.write_text(f"local all {CHECKED_ROLE} scram-sha-256\n{hba.read_text()}")
+
+    async def prepare() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(f"CREATE ROLE {CHECKED_ROLE} LOGIN PASSWORD '{CHECKED_PASSWORD}'")
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    try:
+        yield url
+    finally:
+        pg.close()
+
+
+def said_once(output: str, words: str) -> list[str]:
+    """The lines of ``output`` that are not JSON log lines and hold ``words`` (exactly one, asserted)."""
+    lines = [line for line in output.splitlines() if words in line and not line.startswith("{")]
+    assert len(lines) == 1, output
+    return lines
+
+
+@pytest.mark.parametrize("refused", ["password", "database"])
+def test_the_api_exits_2_when_postgresql_refuses_its_login_or_database(
+    tmp_path: Path, checked_login: str, temporal_address: str, refused: str
+) -> None:
+    # A password rotated without the API's DATABASE_URL, a database name mistyped: PostgreSQL
+    # answers, and refuses. One line names the setting, never the password.
+    url = (
+        checked_login.replace("postgres:@", f"{CHECKED_ROLE}:wrong-password@", 1)
+        if refused == "password"
+        else checked_login.replace("/postgres?", "/absent_ledger?", 1)
+    )
+    code, output = run(
+        tmp_path,
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        database_url=url,
+        temporal_address=temporal_address,
+    )
+    assert code == EXIT_CANNOT_START == 2, output
+    said_once(output, "DATABASE_URL")
+    assert ("InvalidPasswordError" if refused == "password" else "absent_ledger") in output, output
+    assert "Traceback" not in output and "wrong-password" not in output, output
+
+
+#: A supervision that gives up within a second (the process exits within seconds).
+QUICK_SUPERVISION = {"initial_backoff_ms": 100, "max_backoff_ms": 200, "fatal_after_ms": 500}
+
+
+def test_the_api_exits_2_when_its_temporal_namespace_does_not_exist(
+    tmp_path: Path, database_url: str, temporal_address: str
+) -> None:
+    # The API connected (a gRPC connection names no namespace) and served on while nothing it
+    # did asked Temporal of its namespace: no job to start or reconcile, nothing failed, and a
+    # mistyped TEMPORAL_NAMESPACE showed only at the first job admitted.
+    namespace = f"absent-{short_id()}"
+    code, output = run(
+        tmp_path,
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        database_url=database_url,
+        temporal_address=temporal_address,
+        temporal={"namespace": namespace},
+        supervision=QUICK_SUPERVISION,
+    )
+    assert code == EXIT_CANNOT_START == 2, output
+    (line,) = said_once(output, "a restart alone does not help")
+    assert namespace in line and "TEMPORAL_NAMESPACE" in line and "temporal.namespace" in line, line
+    assert "Traceback" not in output, output
 
 
 def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(

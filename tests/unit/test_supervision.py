@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.observability.supervision import Beat, SupervisionPolicy, Supervisor
-from curaflow.process.refusals import configuration_refused
+from curaflow.process.refusals import refused_setting
 from tests.support import eventually
 
 QUICK: dict[str, float] = {"timeout_s": 5.0, "interval_s": 0.005}  # the loops here run in milliseconds
@@ -268,32 +268,56 @@ async def test_a_loop_failing_on_and_on_after_a_long_healthy_wait_fails_past_the
 
 
 def _namespace_not_found() -> RPCError:
-    from google.protobuf.any_pb2 import Any as AnyDetail
-    from google.rpc.status_pb2 import Status as GrpcStatus
     from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 
-    detail = AnyDetail()
-    detail.Pack(NamespaceNotFoundFailure(namespace="prod"))
-    raw = GrpcStatus(code=int(RPCStatusCode.NOT_FOUND), message="Namespace prod is not found.", details=[detail])
-    return RPCError("Namespace prod is not found.", RPCStatusCode.NOT_FOUND, raw.SerializeToString())
+    return _with_detail(
+        RPCStatusCode.NOT_FOUND, "Namespace prod is not found.", NamespaceNotFoundFailure(namespace="prod")
+    )
+
+
+def _namespace_not_active() -> RPCError:
+    """What the Temporal server answers on a cluster where the namespace is a standby
+    (``serviceerror.NamespaceNotActive``: ``FAILED_PRECONDITION`` with the detail)."""
+    from temporalio.api.errordetails.v1 import NamespaceNotActiveFailure
+
+    message = "Namespace: prod is active in cluster: east, while current cluster west is a standby cluster."
+    detail = NamespaceNotActiveFailure(namespace="prod", current_cluster="west", active_cluster="east")
+    return _with_detail(RPCStatusCode.FAILED_PRECONDITION, message, detail)
+
+
+def _with_detail(status: RPCStatusCode, message: str, detail: object) -> RPCError:
+    from google.protobuf.any_pb2 import Any as AnyDetail
+    from google.rpc.status_pb2 import Status as GrpcStatus
+
+    packed = AnyDetail()
+    packed.Pack(detail)  # type: ignore[arg-type]
+    raw = GrpcStatus(code=int(status), message=message, details=[packed])
+    return RPCError(message, status, raw.SerializeToString())
 
 
 @pytest.mark.parametrize(
-    ("error", "status"),
+    ("error", "status", "setting"),
     [
-        (RPCError("request unauthorized", RPCStatusCode.PERMISSION_DENIED, b""), 2),
-        (RPCError("API key expired", RPCStatusCode.UNAUTHENTICATED, b""), 2),
-        (_namespace_not_found(), 2),
-        (asyncpg.exceptions.InvalidPasswordError('password authentication failed for user "curaflow"'), 2),
-        (asyncpg.exceptions.InvalidCatalogNameError('database "curaflow" does not exist'), 2),
-        (RPCError("frontend unavailable", RPCStatusCode.UNAVAILABLE, b""), 3),
-        (RPCError("not found", RPCStatusCode.NOT_FOUND, b""), 3),  # no namespace's detail: says nothing of it
-        (RPCError("internal", RPCStatusCode.INTERNAL, b""), 3),
-        (OSError("connection refused"), 3),
+        (RPCError("request unauthorized", RPCStatusCode.PERMISSION_DENIED, b""), 2, "TEMPORAL_API_KEY"),
+        (RPCError("API key expired", RPCStatusCode.UNAUTHENTICATED, b""), 2, "TEMPORAL_TLS_*"),
+        (_namespace_not_found(), 2, "TEMPORAL_NAMESPACE / temporal.namespace"),
+        (
+            asyncpg.exceptions.InvalidPasswordError('password authentication failed for user "curaflow"'),
+            2,
+            "DATABASE_URL / database.url",
+        ),
+        (asyncpg.exceptions.InvalidCatalogNameError('database "curaflow" does not exist'), 2, "DATABASE_URL"),
+        (RPCError("frontend unavailable", RPCStatusCode.UNAVAILABLE, b""), 3, None),
+        (RPCError("not found", RPCStatusCode.NOT_FOUND, b""), 3, None),  # no namespace's detail: says nothing of it
+        (RPCError("internal", RPCStatusCode.INTERNAL, b""), 3, None),
+        # A standby of a replicated namespace: a failover makes it active here; Temporal asks
+        # for workers on every cluster (docs/operations.md, "Exit status"): no configuration's.
+        (_namespace_not_active(), 3, None),
+        (OSError("connection refused"), 3, None),
     ],
 )
 async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fails_the_process_2(
-    error: Exception, status: int
+    error: Exception, status: int, setting: str | None
 ) -> None:
     """The reconciler's tick refused by Temporal for this process's access (a permission, an
     expired API key), or for a namespace that is not there, or by PostgreSQL for its login
@@ -303,7 +327,7 @@ async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fa
     and the reason says so; an outage, a refusal of one request and a bug stay 3."""
     stop = asyncio.Event()
     reasons: list[str] = []
-    sup = Supervisor(stop, FAST, on_fatal=reasons.append, configuration_refused=configuration_refused)
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append, refused_setting=refused_setting)
 
     async def body(beat: Beat) -> None:
         raise error
@@ -312,6 +336,8 @@ async def test_a_loop_that_does_not_recover_on_a_refusal_of_the_configuration_fa
     await eventually(lambda: bool(reasons), **QUICK)
     assert sup.exit_status == status
     assert ("a restart alone does not help" in reasons[0]) is (status == 2), reasons[0]
+    # The reason ends with the setting to change (until 2026-12-08 it named none).
+    assert setting is None or reasons[0].split("a restart alone does not help: fix ")[1].find(setting) >= 0, reasons[0]
     await sup.close()
 
 
