@@ -123,9 +123,6 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
     return body
 
 
-#: How often the API asks Temporal of its namespace (the ``temporal_namespace`` loop), seconds:
-#: a namespace deleted under a running API is told within this and ``supervision.fatal_after_ms``.
-NAMESPACE_PROBE_S = 30.0
 #: The longest the API waits for Temporal's answer about its namespace, seconds.
 NAMESPACE_PROBE_TIMEOUT_S = 10.0
 
@@ -304,9 +301,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             )
         )
         if settings.temporal.address:
+            # As often as the reconciler looks at the jobs (reconcile_interval_ms, 30 s): a
+            # namespace deleted under a running API is told within it and fatal_after_ms.
             supervisor.every(
                 "temporal_namespace",
-                NAMESPACE_PROBE_S,
+                settings.reconcile_interval_ms / 1000,
                 namespace_probe(app, settings),
                 timeout_s=NAMESPACE_PROBE_TIMEOUT_S * 2,
             )

@@ -94,6 +94,15 @@ def exit_status_of(error: BaseException | None, refused_setting: Callable[[BaseE
     return EXIT_LOOP_FAILED
 
 
+def error_text(error: BaseException) -> str:
+    """``<type>: <message>`` of a loop's failure, as ``/ready``, the log and the exit reason
+    say it: secrets redacted, on one line — PostgreSQL puts its ``DETAIL:`` on a line of
+    its own, and a process's last words on stderr were two lines, the setting to fix on the
+    second (until 2026-12-08)."""
+    text = redacted(f"{type(error).__name__}: {error}")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 #: After a failure, a process that has not finished its graceful shutdown within this
 #: many seconds is ended with :func:`os._exit` (a hung shutdown must not keep it alive).
 HARD_EXIT_AFTER_S = 60.0
@@ -309,7 +318,7 @@ class Supervisor:
                 raise
             except Exception as err:
                 cause = err
-                error = redacted(f"{type(err).__name__}: {err}")  # /ready and the exit reason say it
+                error = error_text(err)  # /ready and the exit reason say it
                 if not self.stop.is_set():
                     log.error(
                         "background.loop_failed",
@@ -427,7 +436,7 @@ class Supervisor:
             state.errors += 1
             state.failures += 1
             state.last_error = (  # /ready says it (no token asked), and the exit reason
-                redacted(f"{type(error).__name__}: {error}") if error is not None else "returned while the process runs"
+                error_text(error) if error is not None else "returned while the process runs"
             )
             metrics.record_background_error(state.name)
             # Down since the failures began, not since the last ok(): a loop that ticks less

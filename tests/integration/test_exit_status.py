@@ -278,6 +278,84 @@ def test_the_api_exits_2_when_its_temporal_namespace_does_not_exist(
     assert "Traceback" not in output, output
 
 
+#: ``curaflow dev`` on free ports (its defaults are fixed ones).
+DEV_ON_FREE_PORTS = [
+    "dev",
+    *("--temporal-port", "0", "--ui-port", "0", "--api-port", "0", "--temporal-http-port", "0"),
+    *("--temporal-metrics-port", "0", "--worker-metrics-port", "0", "--replay-port", "0"),
+]
+
+
+async def refuse_the_dev_stack(refused: str, database_url: str, temporal_address: str, namespace: str) -> None:
+    """Make the services of a running ``curaflow dev`` refuse it: its PostgreSQL its login
+    (``NOLOGIN``: SQLSTATE 28000) or its database (dropped: 3D000), its Temporal its
+    namespace (deleted)."""
+    import asyncpg
+
+    if refused == "namespace":
+        from temporalio.api.operatorservice.v1 import (
+            DeleteNamespaceRequest,
+            DeleteNexusEndpointRequest,
+            ListNexusEndpointsRequest,
+        )
+
+        from curaflow.temporal.connection import connect
+
+        client = await connect(temporal_address, namespace)
+        operator = client.operator_service
+        # Temporal deletes no namespace a Nexus endpoint targets: the stack's endpoint first.
+        for endpoint in (await operator.list_nexus_endpoints(ListNexusEndpointsRequest())).endpoints:
+            await operator.delete_nexus_endpoint(DeleteNexusEndpointRequest(id=endpoint.id, version=endpoint.version))
+        await operator.delete_namespace(DeleteNamespaceRequest(namespace=namespace))
+        return
+    conn = await asyncpg.connect(database_url.replace("/postgres?", "/template1?", 1))
+    try:
+        if refused == "database":
+            await conn.execute("DROP DATABASE postgres WITH (FORCE)")
+        else:
+            await conn.execute("ALTER ROLE postgres NOLOGIN")
+            await conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("refused", ["login", "database", "namespace"])
+def test_a_dev_stack_whose_services_refuse_it_exits_2(tmp_path: Path, refused: str) -> None:
+    # `curaflow dev` runs its own PostgreSQL and Temporal and makes its namespace: what refuses
+    # it is a change made to them while it runs. Its in-process API's loop cannot recover and
+    # the stack ends 2, in one line naming what to fix.
+    import asyncio
+    import json
+
+    state = tmp_path / "state"
+    path = tmp_path / "dev.toml"
+    # The API asks of its namespace every reconcile_interval_ms (30 s by default).
+    config = {"state_dir": str(state), "supervision": QUICK_SUPERVISION, "reconcile_interval_ms": 500}
+    path.write_text(tomli_w.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_", "DATABASE_"))}
+    env.update(CURAFLOW_CONFIG=str(path))
+    with forked(tmp_path, DEV_ON_FREE_PORTS, env) as (dev, log):
+        deadline = time.monotonic() + 120
+        while "stack is up" not in log.read_text(errors="replace"):
+            assert dev.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.1)
+        info = json.loads((state / "stack.json").read_text())
+        asyncio.run(refuse_the_dev_stack(refused, info["database_url"], info["temporal_address"], "default"))
+        try:
+            code = dev.wait(120)
+        finally:
+            output = log.read_text(errors="replace")
+            workers = "".join(p.read_text(errors="replace")[-3000:] for p in (state / "logs").glob("worker-*.log"))
+        assert code is not None, output[-5000:] + workers
+    assert code == EXIT_CANNOT_START == 2, output
+    (line,) = said_once(output, "a restart alone does not help")
+    assert "could not recover" in line, line
+    assert "Traceback" not in "\n".join(line for line in output.splitlines() if not line.startswith("{")), output
+
+
 def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
     tmp_path: Path, database_url: str, temporal_address: str
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.observability.supervision import Beat, SupervisionPolicy, Supervisor
+from curaflow.observability.supervision import Beat, LoopState, SupervisionPolicy, Supervisor
 from curaflow.process.refusals import refused_setting
 from tests.support import eventually
 
@@ -352,3 +352,30 @@ def test_a_worker_exits_with_the_status_of_its_loops_failure(monkeypatch: pytest
     monkeypatch.setattr(worker, "run_worker", refused)
     status, message = worker.run_process(Settings())
     assert status == 2 and message is not None and "reconciler" in message
+
+
+@pytest.mark.parametrize("how", ["loop", "critical"])
+async def test_the_reason_of_a_failure_is_one_line_whatever_the_errors_message(how: str) -> None:
+    """PostgreSQL's messages carry their DETAIL on a line of their own (``database "x" does
+    not exist`` / ``DETAIL:  It seems to have just been dropped or renamed.``): a process's
+    last words on stderr were two lines, the setting to fix on the second, and ``/ready``'s
+    detail held the line break too."""
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append, refused_setting=refused_setting)
+    dropped = asyncpg.exceptions.InvalidCatalogNameError(
+        'database "curaflow" does not exist\nDETAIL:  It seems to have just been dropped or renamed.'
+    )
+
+    async def body(beat: Beat) -> None:
+        raise dropped
+
+    if how == "loop":
+        state = sup.loop("unit-dropped", body)
+    else:
+        state = sup.critical("unit-dropped", body(Beat(LoopState(name="unused", fatal=True))))
+    await eventually(lambda: bool(reasons), **QUICK)
+    assert "\n" not in reasons[0] and "dropped or renamed" in reasons[0], reasons[0]
+    assert reasons[0].endswith("fix DATABASE_URL / database.url"), reasons[0]
+    assert state.last_error is not None and "\n" not in state.last_error, state.last_error
+    await sup.close()
