@@ -455,7 +455,7 @@ class Supervisor:
                 down_s=round(down_s, 3),
                 retry_in_s=retry_in,
                 # A refusal of the configuration is an answer (its error says it), not a fault of
-                # the code: no traceback for it, once a second for as long as it lasts.
+                # the code: no traceback for it, at any of its retries.
                 exc_info=None if self._refused(error) is not None else error,
             )
             if state.fatal and down_s > self.policy.fatal_after_s:
