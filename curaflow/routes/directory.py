@@ -6,9 +6,17 @@ Layout under the route's path::
     <work_id>/manifest.json            written last; its presence means "delivered"
 
 Every path is checked to stay under the route's directory (:func:`curaflow.paths.inside`):
-a work id or file name that would leave it is refused for good (``delivery_rejected``);
-a symbolic link of the directory that leads out of it is the directory's state, the
-route's (``route_refused``: the work held back, never refused).
+a work id or file name that would leave it is refused for good (``delivery_rejected``).
+Every file call of a delivery is then made relative to a handle of the work's folder
+(:class:`WorkFolder`: opened one component at a time from the route's directory, never
+through a symbolic link, and checked still at its name before each file takes its name
+and before the report), the manifest read without following a link: a symbolic link met
+on the way — a folder, the work's folder, its ``manifest.json``, there before the delivery
+or put there while it writes — is the directory's state, the route's (``route_refused``,
+answer ``directory symbolic link``: the work held back, never refused), and nothing is
+written or read where it leads (:func:`_link_met`; until 2026-12-08 the folder was checked
+once and written by path, a folder swapped for a link mid-delivery had the rest of the work
+written wherever it pointed, reported ``written``).
 Each file is written to a temporary name in the same directory, given the route's file
 mode (``file_mode``, else what the process's umask gives a new file — the temporary file
 itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
@@ -60,6 +68,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import stat
 import tempfile
 import time
@@ -185,35 +194,172 @@ class NameTaken(Exception):
     nothing was written; the ``FileExistsError`` is the cause."""
 
 
-def _publish(tmp: str, path: Path) -> None:
-    """Give the written temporary file ``tmp`` its name ``path`` unless that name is taken
-    (a hard link, then the temporary name removed): the name is never replaced. A process
-    killed between the two leaves the temporary name, a second link of the file: the
-    work's next delivery removes it (:func:`_remove_leftovers`).
+class LinkMet(Exception):
+    """A name a delivery writes or reads through — a folder on the way from the route's
+    directory to the work's, the work's folder, its ``manifest.json`` — is a symbolic link:
+    never followed (:class:`WorkFolder`), the route's refusal (:func:`_link_met`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.path = path
+
+
+#: Flags of a folder's handle: a directory opened for the ``*at`` calls alone where the
+#: system has ``O_PATH`` (Linux: needs no read right on the folder — a drop-box route
+#: directory, ``0333``, is opened so), else for reading.
+_HANDLE = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` in the folder ``dir_fd`` is a symbolic link (an error looking: no)."""
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def _open_below(dir_fd: int, name: str, flags: int, path: Path) -> int:
+    """``name`` in the folder ``dir_fd`` opened with ``flags``, never through a symbolic
+    link (``O_NOFOLLOW``; ``path`` names it in the messages).
+
+    Raises:
+        LinkMet: ``name`` is a symbolic link (Linux answers ``ELOOP``, or ``ENOTDIR`` for
+            a folder's handle; the BSDs ``EMLINK``).
+        OSError: the open failed otherwise.
+    """
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) and _is_link(dir_fd, name):
+            raise LinkMet(path) from err
+        raise
+
+
+def _inside(root: Path, name: str) -> Path:
+    """:func:`curaflow.paths.inside` of one name from data: a name that leaves ``root`` is
+    the data's (:class:`~curaflow.paths.PathEscape`); one a symbolic link already on the
+    disk takes out is the route's (:class:`LinkMet`, as a link met while writing)."""
+    try:
+        return inside(root, name)
+    except LinkEscape as err:
+        raise LinkMet(root / name) from err
+
+
+class WorkFolder:
+    """The work's folder of one delivery, held open: every file call of the delivery is made
+    relative to its handle (``dir_fd``), so a folder on the way replaced by a symbolic link
+    while the delivery writes never takes a page or the manifest where the link leads.
+
+    Opened one component at a time from the route's directory (the operator's path,
+    followed as configured), each made when missing and opened without following a link
+    (:func:`_open_below`). Until 2026-12-08 the route checked once, before writing, that
+    the folder lay inside its directory (:func:`curaflow.paths.inside`), then wrote by
+    path: a folder replaced by a link mid-delivery had the remaining pages and the
+    manifest written wherever it pointed, and the work reported ``written``.
+
+    Attributes:
+        path: the folder's path (messages and receipts only; never opened by it).
+        fd: its handle.
+    """
+
+    def __init__(self, root: Path, parts: tuple[str, ...]) -> None:
+        """Open (and make) the folder ``root / parts…``.
+
+        Raises:
+            LinkMet: a component is a symbolic link.
+            OSError: the disk refused (``ENOTDIR``: a file where a folder goes).
+        """
+        root.mkdir(parents=True, exist_ok=True)  # the route's own directory: its path as configured
+        self.path = root.joinpath(*parts)
+        self._steps: list[tuple[int, str, Path, tuple[int, int]]] = []
+        self._fds = [os.open(root, _HANDLE)]
+        try:
+            path = root
+            for part in parts:
+                path = path / part
+                parent = self._fds[-1]
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=parent)
+                self._fds.append(_open_below(parent, part, _HANDLE, path))
+                opened = os.fstat(self._fds[-1])
+                self._steps.append((parent, part, path, (opened.st_dev, opened.st_ino)))
+        except BaseException:
+            self.close()
+            raise
+        self.fd = self._fds[-1]
+
+    def close(self) -> None:
+        """Let every handle go."""
+        for fd in reversed(self._fds):
+            os.close(fd)
+        self._fds = []
+
+    def __enter__(self) -> WorkFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def still_there(self) -> None:
+        """Check that each folder from the route's directory to the work's is still the one
+        opened, at its name — before a name is given in it and before the delivery is
+        reported.
+
+        Raises:
+            LinkMet: a name on the way is now a symbolic link.
+            FileNotFoundError: a folder on the way was moved or removed (``ENOENT``: a
+                consumer took it away under the write — retried, :data:`PASSING_ERRORS`;
+                the next attempt makes it again). What is written into the folder between
+                the check and the name stays in the folder moved, never where a link leads.
+        """
+        for parent, name, path, opened in self._steps:
+            now = os.lstat(name, dir_fd=parent)
+            if stat.S_ISLNK(now.st_mode):
+                raise LinkMet(path)
+            if (now.st_dev, now.st_ino) != opened:
+                raise FileNotFoundError(errno.ENOENT, "the folder was moved away under the write", str(path))
+
+    def reader(self) -> int:
+        """A new descriptor of the folder for reading it (a ``flock``, an ``fsync``, a
+        listing: a handle of ``O_PATH`` takes none of them); the caller closes it.
+
+        Raises:
+            OSError: the folder cannot be opened so (``EACCES`` of one this process may
+                write in but not read).
+        """
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd)
+
+
+def _publish(folder: int, tmp: str, name: str) -> None:
+    """Give the written temporary file ``tmp`` its name ``name`` in the folder ``folder``
+    (a handle, :class:`WorkFolder`) unless that name is taken (a hard link, then the
+    temporary name removed): the name is never replaced. A process killed between the two
+    leaves the temporary name, a second link of the file: the work's next delivery removes
+    it (:func:`_remove_leftovers`).
 
     A disk that makes no hard links (:data:`_NO_LINKS`) has the file renamed into place
     once a look found the name free (2026-12-07; until then renamed over whatever held
     it) — only what takes the name between the look and the rename is replaced there.
 
     Raises:
-        NameTaken: ``path`` is taken (the temporary file is left to the caller).
+        NameTaken: ``name`` is taken (the temporary file is left to the caller).
         OSError: the disk refused otherwise.
     """
     try:
-        os.link(tmp, path)
+        os.link(tmp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
     except FileExistsError as err:
-        raise NameTaken(str(path)) from err
+        raise NameTaken(name) from err
     except OSError as err:
         if err.errno not in _NO_LINKS:
             raise
         try:
-            os.lstat(path)
+            os.lstat(name, dir_fd=folder)
         except FileNotFoundError:
-            os.replace(tmp, path)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
             return
-        raise NameTaken(str(path)) from FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        raise NameTaken(name) from FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), name)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
+        os.unlink(tmp, dir_fd=folder)
 
 
 #: Errors opening a name without following a symbolic link that say it is one (Linux's
@@ -221,10 +367,11 @@ def _publish(tmp: str, path: Path) -> None:
 _NOT_A_FILE = frozenset({errno.ELOOP, errno.EMLINK, errno.ENXIO})
 
 
-def _same_bytes(tmp: str, path: Path) -> bool:
-    """Whether ``path`` is a regular file — its own, not one a symbolic link leads to —
-    holding exactly the bytes of the written temporary file ``tmp`` (blocking; read in
-    chunks of one MiB, stopped at the first difference).
+def _same_bytes(folder: int, tmp: str, name: str) -> bool:
+    """Whether ``name`` in the folder ``folder`` (a handle) is a regular file — its own,
+    not one a symbolic link leads to — holding exactly the bytes of the written temporary
+    file ``tmp`` beside it (blocking; read in chunks of one MiB, stopped at the first
+    difference).
 
     Anything else at the name — a folder, a device, a FIFO, a socket, a link — is no
     regular file: False, judged by a look (a device is never opened) and again by what was
@@ -236,10 +383,10 @@ def _same_bytes(tmp: str, path: Path) -> bool:
     Raises:
         OSError: looking, opening or reading either failed (:func:`os_failure` says whose).
     """
-    if not stat.S_ISREG(os.lstat(path).st_mode):
+    if not stat.S_ISREG(os.lstat(name, dir_fd=folder).st_mode):
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=folder)
     except OSError as err:
         if err.errno in _NOT_A_FILE or err.errno == errno.EISDIR:
             return False
@@ -252,44 +399,81 @@ def _same_bytes(tmp: str, path: Path) -> bool:
     if not regular:  # swapped in after the look
         os.close(fd)
         return False
-    with os.fdopen(fd, "rb") as theirs, open(tmp, "rb") as mine:
-        if os.fstat(theirs.fileno()).st_size != os.fstat(mine.fileno()).st_size:
-            return False
-        while chunk := mine.read(1 << 20):
-            if theirs.read(len(chunk)) != chunk:
+    with os.fdopen(fd, "rb") as theirs:
+        mine_fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        with os.fdopen(mine_fd, "rb") as mine:
+            if os.fstat(theirs.fileno()).st_size != os.fstat(mine.fileno()).st_size:
                 return False
-        return not theirs.read(1)
+            while chunk := mine.read(1 << 20):
+                if theirs.read(len(chunk)) != chunk:
+                    return False
+            return not theirs.read(1)
+
+
+#: The characters of a temporary name's eight random ones (as ``tempfile.mkstemp``'s).
+_TEMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+
+
+def _temporary(folder: int, name: str) -> tuple[int, str]:
+    """A new private file (``0600``, opened for writing) in the folder ``folder`` (a
+    handle) named ``.<name>.<8 characters>.tmp``, as ``tempfile.mkstemp`` makes one in a
+    folder given by its path; its descriptor and name.
+
+    Raises:
+        OSError: the disk refused (a name taken is tried again with another).
+    """
+    for _ in range(tempfile.TMP_MAX):
+        tmp = f".{name}.{''.join(secrets.choice(_TEMP_CHARS) for _ in range(8))}.tmp"
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(tmp, flags, 0o600, dir_fd=folder), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no temporary name free", name)
+
+
+def _drop(folder: int, tmp: str) -> None:
+    """Remove the temporary name ``tmp`` of the folder ``folder`` (gone already: nothing)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=folder)
 
 
 def atomic_write_bytes(
-    path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True, replace: bool = True
+    folder: WorkFolder,
+    name: str,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    mode_asked: bool = True,
+    replace: bool = True,
 ) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename.
+    """Write ``data`` as ``name`` in ``folder`` via a temp file, fsync and rename.
 
     Args:
         mode: permission bits of the file; None → :func:`new_file_mode`.
         mode_asked: the mode was asked for (the route's ``file_mode``); else a disk that
             keeps no permissions gives its own (:func:`_set_mode`). None ``mode`` is never
             asked for.
-        replace: False → a file already at ``path`` is kept (:func:`_publish`).
+        replace: False → a file already at ``name`` is kept (:func:`_publish`).
 
     Raises:
-        NameTaken: ``replace`` is False and ``path`` is taken (nothing written).
+        NameTaken: ``replace`` is False and ``name`` is taken (nothing written).
+        LinkMet: a folder on the way became a symbolic link (:meth:`WorkFolder.still_there`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary(folder.fd, name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             _set_mode(fh.fileno(), mode, mode_asked and mode is not None)
             fh.flush()
             sync_file(fh.fileno())
+        folder.still_there()
         if replace:
-            os.replace(tmp, path)
+            os.replace(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
         else:
-            _publish(tmp, path)
+            _publish(folder.fd, tmp, name)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _drop(folder.fd, tmp)
         raise
 
 
@@ -298,9 +482,10 @@ def atomic_write_bytes(
 _UNOPENABLE = frozenset({errno.EACCES, errno.EPERM})
 
 
-def sync_folder(folder: Path) -> None:
-    """``fsync`` the folder ``folder``, so the names created and renamed in it are on the
-    disk, not only in the page cache (blocking).
+def sync_folder(folder: Path | WorkFolder) -> None:
+    """``fsync`` the folder ``folder`` (the route's directory by its path, the work's by its
+    handle), so the names created and renamed in it are on the disk, not only in the page
+    cache (blocking).
 
     A file's own ``fsync`` makes its bytes durable, not its name: until its folder is
     synced, a crash or a power cut can take a renamed file back out of the folder.
@@ -312,7 +497,7 @@ def sync_folder(folder: Path) -> None:
             (:data:`_UNOPENABLE`) is no failure.
     """
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fd = folder.reader() if isinstance(folder, WorkFolder) else os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as err:
         if err.errno in _UNOPENABLE:
             return
@@ -341,11 +526,11 @@ class SourceUnreadable(Exception):
     destination's disk); the ``OSError`` is the cause."""
 
 
-def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: bool = True) -> None:
-    """Copy ``src`` to ``dest`` via a temp file, fsync and a name never given over another
-    file (:func:`_publish`).
+def atomic_copy(src: Path, folder: WorkFolder, name: str, mode: int | None = None, *, mode_asked: bool = True) -> None:
+    """Copy ``src`` as ``name`` into ``folder`` via a temp file, fsync and a name never given
+    over another file (:func:`_publish`).
 
-    A regular file already at ``dest`` holding the very bytes (:func:`_same_bytes`: a
+    A regular file already at ``name`` holding the very bytes (:func:`_same_bytes`: a
     killed attempt's page, another delivery's of the same artifact) is kept as it is —
     nothing of it is lost — and the copy dropped. Until 2026-12-07 the copy was renamed
     over whatever ``dest`` held: a file of the directory's owner, another delivery's.
@@ -355,17 +540,17 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
         mode_asked: as :func:`atomic_write_bytes`.
 
     Raises:
-        SourceUnreadable: opening or reading ``src`` failed (nothing is left at ``dest``).
-        NameTaken: ``dest`` holds other bytes, or no regular file (left as it is).
-        OSError: the destination's disk refused (its directory, the temp file, the link).
+        SourceUnreadable: opening or reading ``src`` failed (nothing is left at ``name``).
+        NameTaken: ``name`` holds other bytes, or no regular file (left as it is).
+        LinkMet: a folder on the way became a symbolic link (:meth:`WorkFolder.still_there`).
+        OSError: the destination's disk refused (its folder, the temp file, the link).
     """
     try:
         inp = open(src, "rb")  # noqa: SIM115 - closed below; opened first: its error is the source's
     except OSError as err:
         raise SourceUnreadable(str(src)) from err
     with inp:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        fd, tmp = _temporary(folder.fd, name)
         try:
             with os.fdopen(fd, "wb") as out:
                 while True:
@@ -379,14 +564,15 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
                 _set_mode(out.fileno(), mode, mode_asked and mode is not None)
                 out.flush()
                 sync_file(out.fileno())
+            folder.still_there()
             try:
-                _publish(tmp, dest)
+                _publish(folder.fd, tmp, name)
             except NameTaken:
-                if not _same_bytes(tmp, dest):
+                if not _same_bytes(folder.fd, tmp, name):
                     raise
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=folder.fd)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            _drop(folder.fd, tmp)
             raise
 
 
@@ -547,10 +733,10 @@ def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
     return None
 
 
-def _remove_leftovers(folder: Path, names: set[str]) -> None:
-    """Remove the temporary files an earlier attempt left in the work's ``folder`` (blocking;
-    best effort: an error here is left to the writes that follow). Call it only holding
-    the folder alone (:func:`_alone_removing_leftovers`).
+def _remove_leftovers(folder: int, names: set[str]) -> None:
+    """Remove the temporary files an earlier attempt left in the work's folder (``folder``,
+    open for reading; blocking; best effort: an error here is left to the writes that
+    follow). Call it only holding the folder alone (:func:`_alone_removing_leftovers`).
 
     Only the names :func:`atomic_copy` and :func:`atomic_write_bytes` give them
     (:data:`_LEFTOVER`) of the files this delivery writes (``names``): a file the
@@ -560,7 +746,7 @@ def _remove_leftovers(folder: Path, names: set[str]) -> None:
             for entry in entries:
                 left = _LEFTOVER.fullmatch(entry.name)
                 if left is not None and left["name"] in names and not entry.is_dir(follow_symlinks=False):
-                    os.unlink(entry.path)
+                    os.unlink(entry.name, dir_fd=folder)
     except OSError:
         pass
 
@@ -602,35 +788,35 @@ def _lock_shared(fd: int) -> None:
             return  # no locks here
 
 
-def _alone_removing_leftovers(fd: int, folder: Path, names: set[str]) -> None:
-    """Remove the leftovers of the work's ``folder`` (open as ``fd``) if no one else holds
+def _alone_removing_leftovers(fd: int, names: set[str]) -> None:
+    """Remove the leftovers of the work's folder (open for reading as ``fd``) if no one else holds
     it: its exclusive ``flock`` taken without waiting (blocking only while it removes);
     another delivery writing it (``EWOULDBLOCK``), or a disk without locks, removes none."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return  # another delivery is writing it (EWOULDBLOCK), or no locks here
-    _remove_leftovers(folder, names)
+    _remove_leftovers(fd, names)
 
 
-def remove_leftovers_if_alone(folder: Path, names: set[str]) -> None:
+def remove_leftovers_if_alone(folder: WorkFolder, names: set[str]) -> None:
     """:func:`_alone_removing_leftovers` of the work's ``folder`` for a delivery that
     writes nothing (a manifest found), the lock let go at once; a folder this process
     cannot open is left as it is. Until 2026-12-07 a delivery that found the manifest
     removed nothing: a process killed between the manifest's link and its temporary
     name's removal (:func:`_publish`) left that name in the directory for good."""
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fd = folder.reader()
     except OSError:
         return
     try:
-        _alone_removing_leftovers(fd, folder, names)
+        _alone_removing_leftovers(fd, names)
     finally:
         os.close(fd)
 
 
 @contextlib.contextmanager
-def _writing(folder: Path, names: set[str]) -> Iterator[None]:
+def _writing(folder: WorkFolder, names: set[str]) -> Iterator[None]:
     """Hold the work's ``folder`` while a delivery writes it (blocking), after removing the
     temporary files an earlier attempt left there when no one else is writing it.
 
@@ -646,12 +832,12 @@ def _writing(folder: Path, names: set[str]) -> Iterator[None]:
     :data:`FOLDER_LOCK_WAIT_S` is not written (:func:`_lock_shared`: ``EAGAIN``, retried).
     """
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        fd = folder.reader()
     except OSError:
         yield
         return
     try:
-        _alone_removing_leftovers(fd, folder, names)
+        _alone_removing_leftovers(fd, names)
         _lock_shared(fd)  # another's cleanup waits no more than its own removal
         yield
     finally:
@@ -723,6 +909,26 @@ def _page_name_taken(dest: Path) -> RouteError:
     )
 
 
+def _link_met(path: Path) -> RouteError:
+    """The route's refusal of a symbolic link met where a delivery writes or reads (a
+    folder on the way to the work's, the work's folder, its ``manifest.json``: never
+    followed, :class:`WorkFolder`): the work is held back, never refused — its id is a plain
+    name — and nothing is written where the link leads. The advice is the link's removal:
+    the link lies inside the route's directory, where curaflow makes the work's folder
+    itself (until 2026-12-08 the message also said to point the route at the directory
+    the link leads to — the route pointed at a folder of its own works).
+
+    Its answer counts toward the route's pause as every refusal of its directory."""
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"directory: {path} is a symbolic link (or lies under one): a delivery never writes or reads through a link "
+        "in the route's directory, wherever it leads; remove the link (curaflow makes the work's folder and files "
+        "itself), and move what it leads to in its place if that belongs there",
+        permanent=True,
+        answer="directory symbolic link",
+    )
+
+
 def _unreadable_manifest(what: str) -> RouteError:
     return RouteError(
         TerminalReason.ROUTE_REFUSED,
@@ -754,8 +960,8 @@ class DirectoryRoute:
         self._mode_asked = file_mode is not None
 
     def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
-        folder = inside(self.path, request.work.work_id)
-        targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
+        folder = _inside(self.path, request.work.work_id)
+        targets = [(Path(f.path), _inside(folder, Path(f.path).name)) for f in request.artifact.files]
         manifest_path = folder / MANIFEST_NAME
         too_long = names_over_limit(self.path, folder, [dest for _, dest in targets])
         if too_long is not None:
@@ -769,21 +975,24 @@ class DirectoryRoute:
                 permanent=True,
             )
         names = {dest.name for _, dest in targets} | {manifest_path.name}
-        if self._manifest_present(manifest_path):
-            receipt = self._found(request, folder, manifest_path)
-            # The work's, found: what an attempt killed after its manifest's link left.
-            remove_leftovers_if_alone(folder, names)
-            return receipt
-        folder.mkdir(parents=True, exist_ok=True)
-        with _writing(folder, names):
-            return self._write_work(request, folder, targets, manifest_path)
+        # Every file call below is made relative to the folder's handle, opened one component
+        # at a time without following a link (until 2026-12-08: by path, after one check).
+        with WorkFolder(self.path, folder.relative_to(self.path).parts) as work_folder:
+            if self._manifest_present(work_folder):
+                receipt = self._found(request, work_folder)
+                # The work's, found: what an attempt killed after its manifest's link left.
+                remove_leftovers_if_alone(work_folder, names)
+                return receipt
+            with _writing(work_folder, names):
+                return self._write_work(request, work_folder, targets)
 
-    def _found(self, request: DeliveryRequest, folder: Path, manifest_path: Path) -> DeliveryReceipt:
+    def _found(self, request: DeliveryRequest, folder: WorkFolder) -> DeliveryReceipt:
         """What a manifest found at the work's name says of this delivery: this one's
         (``replayed``), another delivery's of the work (a duplicate), another work's whose
         id differs only in letter case (the work's on this route: :func:`folded_work`),
         else the route's (:func:`_unreadable_manifest`) — synced before it is reported."""
-        existing = self._manifest(manifest_path)
+        manifest_path = folder.path / MANIFEST_NAME
+        existing = self._manifest(folder)
         replayed = existing.get("idempotency_key") == request.idempotency_key
         if not replayed and not written_for(existing, request.work.work_id):
             if (other := folded_work(existing, request.work.work_id)) is not None:
@@ -793,19 +1002,20 @@ class DirectoryRoute:
             )
         # What the directory has is on its disk before it is reported: a manifest
         # renamed by an attempt that died (or met EIO) before syncing it.
+        folder.still_there()
         self._sync_names(folder)
         if replayed:
             return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
         return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
 
     def _write_work(
-        self, request: DeliveryRequest, folder: Path, targets: list[tuple[Path, Path]], manifest_path: Path
+        self, request: DeliveryRequest, folder: WorkFolder, targets: list[tuple[Path, Path]]
     ) -> DeliveryReceipt:
         """The work's files, then its manifest, then their names synced (:meth:`_deliver_sync`)."""
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
             try:
-                atomic_copy(src, dest, self.file_mode, mode_asked=self._mode_asked)
+                atomic_copy(src, folder, dest.name, self.file_mode, mode_asked=self._mode_asked)
             except SourceUnreadable as err:
                 cause = err.__cause__
                 assert isinstance(cause, OSError)
@@ -845,7 +1055,8 @@ class DirectoryRoute:
         }
         try:
             atomic_write_bytes(
-                manifest_path,
+                folder,
+                MANIFEST_NAME,
                 json.dumps(manifest, ensure_ascii=False, indent=2).encode(),
                 self.file_mode,
                 mode_asked=self._mode_asked,
@@ -857,11 +1068,12 @@ class DirectoryRoute:
             # a second route on the same path, a work whose folder a case-insensitive disk
             # holds for another's — and both reported the work written, the directory
             # keeping one of the two manifests.
-            return self._found(request, folder, manifest_path)
+            return self._found(request, folder)
+        folder.still_there()
         self._sync_names(folder)
-        return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
+        return DeliveryReceipt(remote_id=str(folder.path / MANIFEST_NAME), remote_status="written")
 
-    def _sync_names(self, folder: Path) -> None:
+    def _sync_names(self, folder: WorkFolder) -> None:
         """Sync the work's folder (the pages' and the manifest's renames) and the route's
         directory (the folder's own name) before a delivery is reported
         (:func:`sync_folder`). Until 2026-12-06 only each file's bytes were synced: a
@@ -874,11 +1086,10 @@ class DirectoryRoute:
         sync_folder(self.path)
 
     @staticmethod
-    def _manifest_present(path: Path) -> bool:
-        """Whether the work's ``manifest.json`` is at ``path`` (a link counts: the read
-        says what it is). Only the disk's "no such file" (``ENOENT``), or a name on the way
-        that is no folder (``ENOTDIR``: a file where the work's folder goes, which the write
-        then meets and names), says there is none.
+    def _manifest_present(folder: WorkFolder) -> bool:
+        """Whether the work's ``manifest.json`` is in ``folder`` (a link counts: the read
+        refuses it, :meth:`_manifest`). Only the disk's "no such file" (``ENOENT``) says
+        there is none.
 
         Raises:
             RouteError: any other error of the look (``EIO`` of a network disk, ``EACCES``,
@@ -889,27 +1100,32 @@ class DirectoryRoute:
                 this delivery's, a duplicate reported delivered.
         """
         try:
-            os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
+            os.lstat(MANIFEST_NAME, dir_fd=folder.fd)
+        except FileNotFoundError:
             return False
         except OSError as err:
             raise os_failure(err, "looking for the work's manifest.json") from err
         return True
 
     @staticmethod
-    def _manifest(path: Path) -> dict[str, Any]:
-        """The manifest at ``path`` (it exists) as the JSON object it must be.
+    def _manifest(folder: WorkFolder) -> dict[str, Any]:
+        """The manifest in ``folder`` (it exists) as the JSON object it must be.
 
         Raises:
+            LinkMet: it is a symbolic link (never read through: 2026-12-08 — a link to a
+                manifest outside the route's directory made the work a duplicate there).
             RouteError: ``route_refused`` when it is no regular file (as opened), no JSON
                 object, not UTF-8 or over :data:`MANIFEST_MAX_BYTES`
                 (:func:`_unreadable_manifest`); an OS error reading it as
                 :func:`os_failure` says. Only a manifest read whole decides "delivered".
         """
-        if not path.is_file():  # a device is never opened
-            raise _unreadable_manifest("not a regular file")
         try:
-            body = DirectoryRoute._read_regular(path)
+            kind = os.lstat(MANIFEST_NAME, dir_fd=folder.fd).st_mode  # a device is never opened
+            if stat.S_ISLNK(kind):
+                raise LinkMet(folder.path / MANIFEST_NAME)
+            if not stat.S_ISREG(kind):
+                raise _unreadable_manifest("not a regular file")
+            body = DirectoryRoute._read_regular(folder)
         except OSError as err:
             raise os_failure(err, "reading the work's manifest.json") from err
         if body is None:
@@ -929,18 +1145,22 @@ class DirectoryRoute:
         return existing
 
     @staticmethod
-    def _read_regular(path: Path) -> bytes | None:
-        """At most :data:`MANIFEST_MAX_BYTES` + 1 bytes of ``path``, judged by what was
-        opened: None when that is no regular file (a FIFO or a socket swapped in after the
-        look — opened without blocking, never read). Until 2026-12-06 the look and the read
-        were two calls on the name: a FIFO swapped in between blocked the read for good (an
-        executor thread lost, the attempt hung) or fed it a forged manifest, and a huge file
-        was read whole into memory.
+    def _read_regular(folder: WorkFolder) -> bytes | None:
+        """At most :data:`MANIFEST_MAX_BYTES` + 1 bytes of the manifest in ``folder``,
+        judged by what was opened (never through a symbolic link): None when that is no
+        regular file (a FIFO or a socket swapped in after the look — opened without
+        blocking, never read). Until 2026-12-06 the look and the read were two calls on the
+        name: a FIFO swapped in between blocked the read for good (an executor thread lost,
+        the attempt hung) or fed it a forged manifest, and a huge file was read whole into
+        memory.
 
         Raises:
+            LinkMet: a symbolic link swapped in after the look.
             OSError: the open or the read failed (:func:`os_failure` says whose)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            fd = _open_below(
+                folder.fd, MANIFEST_NAME, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY, folder.path / MANIFEST_NAME
+            )
         except OSError as err:
             if err.errno == errno.ENXIO:  # a socket (or a device without its driver)
                 return None
@@ -970,14 +1190,8 @@ class DirectoryRoute:
         """
         try:
             return await asyncio.to_thread(self._deliver_sync, request)
-        except LinkEscape as err:
-            raise RouteError(
-                TerminalReason.ROUTE_REFUSED,
-                f"directory: {err}: a link in the route's directory leads out of it; remove it or point the route "
-                "at the directory it leads to",
-                permanent=True,
-                answer="directory symbolic link leads out",
-            ) from err
+        except LinkMet as err:
+            raise _link_met(err.path) from err
         except PathEscape as err:
             raise RouteError(TerminalReason.DELIVERY_REJECTED, f"directory: {err}", permanent=True) from err
         except OSError as err:

@@ -172,7 +172,8 @@ async def test_a_route_directory_this_process_may_write_but_not_read_still_deliv
     real_open = os.open
 
     def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags & os.O_DIRECTORY and Path(path) == root:
+        # Its handle for the *at calls (O_PATH) needs no read right: opened as on such a disk.
+        if flags & os.O_DIRECTORY and not flags & getattr(os, "O_PATH", 0) and Path(path) == root:
             raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         return real_open(path, flags, *args, **kwargs)
 
@@ -215,10 +216,18 @@ async def test_a_fifo_swapped_in_after_the_check_is_never_read_as_the_manifest(
     regular.write_bytes(mine(request))
     real_stat = os.stat
 
+    real_lstat = os.lstat
+
     def stat_(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         if Path(path) == manifest:  # the check's view: the file before the swap
             return real_stat(regular)
         return real_stat(path, *args, **kwargs)
+
+    def lstat_(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        # The look by the work's folder's handle (2026-12-08): the name in it.
+        if Path(path) == manifest or (kwargs.get("dir_fd") is not None and path == manifest.name):
+            return real_stat(regular)
+        return real_lstat(path, *args, **kwargs)
 
     def feed() -> None:
         with contextlib.suppress(OSError), open(manifest, "wb") as fifo:  # blocks until a reader opens
@@ -227,6 +236,7 @@ async def test_a_fifo_swapped_in_after_the_check_is_never_read_as_the_manifest(
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
     monkeypatch.setattr(os, "stat", stat_)
+    monkeypatch.setattr(os, "lstat", lstat_)
     try:
         err = await dir_failure(tmp_path, request)
     finally:

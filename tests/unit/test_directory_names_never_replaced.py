@@ -45,6 +45,24 @@ def looked_before_the_other_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(DirectoryRoute, "_manifest_present", staticmethod(present))
 
 
+def case_folding_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case-insensitive disk simulated: the folder name ``abc`` the route gives a call by a
+    folder's handle is found as the ``Abc`` the disk already holds (until
+    2026-12-08 a symbolic link ``abc`` → ``Abc`` stood for it: the route now refuses a link
+    in its directory, never follows it)."""
+
+    def folding(real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("dir_fd") is not None or kwargs.get("dst_dir_fd") is not None:
+                args = tuple("Abc" if a == "abc" else a for a in args)
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in ("mkdir", "open", "lstat", "link", "replace", "unlink"):
+        monkeypatch.setattr(os, name, folding(getattr(os, name)))
+
+
 async def test_a_second_route_on_the_same_path_never_replaces_the_first_ones_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,12 +81,11 @@ async def test_a_second_route_on_the_same_path_never_replaces_the_first_ones_man
 async def test_a_work_whose_folder_the_disk_holds_for_another_works_never_replaces_its_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A case-insensitive disk simulated: work "abc" finds the folder of work "Abc" (a
-    # symbolic link in the root stands for the disk's folding of the two names).
+    # A case-insensitive disk simulated: work "abc" finds the folder of work "Abc".
     route = DirectoryRoute("out", tmp_path / "out")
     upper = dir_request(tmp_path, work_id="Abc")
     assert (await route.deliver(upper)).remote_status == "written"
-    (tmp_path / "out" / "abc").symlink_to("Abc")
+    case_folding_disk(monkeypatch)
     lower = dir_request(tmp_path, work_id="abc")
     looked_before_the_other_wrote(monkeypatch)
     with pytest.raises(RouteError) as caught:
@@ -79,7 +96,7 @@ async def test_a_work_whose_folder_the_disk_holds_for_another_works_never_replac
 
 
 async def test_a_work_whose_folder_the_disk_folds_into_another_works_is_the_works_on_this_route(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A source's work ids may hold letters (paging.WORK_ID): "abc" and "Abc" are one folder
     # on a case-insensitive disk, whatever the route does — their pages' names fold alike.
@@ -92,9 +109,10 @@ async def test_a_work_whose_folder_the_disk_folds_into_another_works_is_the_work
     route = DirectoryRoute("out", tmp_path / "out")
     assert (await route.deliver(dir_request(tmp_path, work_id="Abc"))).remote_status == "written"
     before = sorted((p.name, p.stat().st_ino) for p in (tmp_path / "out" / "Abc").iterdir())
-    (tmp_path / "out" / "abc").symlink_to("Abc")  # the disk's folding of the two names
+    case_folding_disk(monkeypatch)  # the disk's folding of the two names
     with pytest.raises(RouteError) as caught:
         await _guarded(route, dir_request(tmp_path, work_id="abc"))
+    monkeypatch.undo()
     err = caught.value
     assert err.reason == TerminalReason.OVER_ROUTE_LIMIT and err.permanent, (err.reason, err)
     assert "'abc'" in str(err) and "'Abc'" in str(err) and "letter case" in str(err)
