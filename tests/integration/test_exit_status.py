@@ -112,6 +112,24 @@ def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **
     return done.returncode, done.stdout + done.stderr
 
 
+def run_api(
+    tmp_path: Path, *, database_url: str, temporal_address: str, port: int | None = None, **config: object
+) -> tuple[int, str]:
+    """:func:`run` of ``curaflow api`` on 127.0.0.1 (``port``, else a free one)."""
+    port = free_port() if port is None else port
+    return run(
+        tmp_path,
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        database_url=database_url,
+        temporal_address=temporal_address,
+        **config,
+    )
+
+
 @pytest.fixture
 def taken_port() -> object:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -123,32 +141,14 @@ def taken_port() -> object:
 def test_the_api_exits_2_when_its_port_is_taken(
     tmp_path: Path, taken_port: int, database_url: str, temporal_address: str
 ) -> None:
-    code, output = run(
-        tmp_path,
-        "api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(taken_port),
-        database_url=database_url,
-        temporal_address=temporal_address,
-    )
+    code, output = run_api(tmp_path, port=taken_port, database_url=database_url, temporal_address=temporal_address)
     assert code == EXIT_CANNOT_START == 2, output
     assert f"127.0.0.1:{taken_port}" in output and "in use" in output, output
 
 
 def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path, temporal_address: str) -> None:
     nowhere = f"postgresql://curaflow@127.0.0.1:{free_port()}/curaflow"
-    code, output = run(
-        tmp_path,
-        "api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        database_url=nowhere,
-        temporal_address=temporal_address,
-    )
+    code, output = run_api(tmp_path, database_url=nowhere, temporal_address=temporal_address)
     assert code == EXIT_CANNOT_START, output
     assert "did not start" in output, output
     assert "ConnectionRefusedError" in output and "Traceback" not in output, output
@@ -233,16 +233,7 @@ def test_the_api_exits_2_when_postgresql_refuses_its_login_or_database(
         if refused == "password"
         else checked_login.replace("/postgres?", "/absent_ledger?", 1)
     )
-    code, output = run(
-        tmp_path,
-        "api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        database_url=url,
-        temporal_address=temporal_address,
-    )
+    code, output = run_api(tmp_path, database_url=url, temporal_address=temporal_address)
     assert code == EXIT_CANNOT_START == 2, output
     said_once(output, "DATABASE_URL")
     assert ("InvalidPasswordError" if refused == "password" else "absent_ledger") in output, output
@@ -260,13 +251,8 @@ def test_the_api_exits_2_when_its_temporal_namespace_does_not_exist(
     # did asked Temporal of its namespace: no job to start or reconcile, nothing failed, and a
     # mistyped TEMPORAL_NAMESPACE showed only at the first job admitted.
     namespace = f"absent-{short_id()}"
-    code, output = run(
+    code, output = run_api(
         tmp_path,
-        "api",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
         database_url=database_url,
         temporal_address=temporal_address,
         temporal={"namespace": namespace},
