@@ -153,7 +153,7 @@ def open_private(path: Path, *, append: bool = True) -> BinaryIO:
 #: system). What it holds is as durable as that disk makes it; nothing more can be done,
 #: and failing the write for it would fail every write to that disk for good
 #: (:func:`sync_file`; the ``directory`` route's folders alike,
-#: :func:`curaflow.routes.directory.sync_folder`).
+#: :func:`curaflow.routes.directory_files.sync_folder`).
 UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
 
 

@@ -286,9 +286,10 @@ async def test_a_webhook_receivers_rate_limit_holds_the_route_capped(tmp_path: P
 async def test_a_work_folder_another_program_holds_locked_costs_one_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from curaflow.routes import directory
+    from curaflow.routes import directory_files
 
-    monkeypatch.setattr(directory, "FOLDER_LOCK_WAIT_S", 0.2, raising=False)
+    # raising=True: a wait patched where no lock reads it would leave this test waiting 10 s.
+    monkeypatch.setattr(directory_files, "FOLDER_LOCK_WAIT_S", 0.2)
     request = dir_request(tmp_path)
     folder = tmp_path / "out" / "4242"
     folder.mkdir(parents=True)

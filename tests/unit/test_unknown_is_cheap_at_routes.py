@@ -182,12 +182,13 @@ async def test_a_work_id_that_would_leave_the_directory_is_still_the_works(tmp_p
 
 def failing_mkstemp(code: int) -> Any:
     """The route's temporary files refused with ``code`` (made in the work's folder by its
-    handle since 2026-12-08: ``directory._temporary``; ``tempfile.mkstemp`` until then)."""
+    handle since 2026-12-08: ``directory_files._temporary``, ``directory._temporary`` before the
+    disk work left the route's module the same day; ``tempfile.mkstemp`` until then)."""
 
     def temporary(*_args: Any, **_kwargs: Any) -> Any:
         raise OSError(code, os.strerror(code))
 
-    return mock.patch("curaflow.routes.directory._temporary", temporary)
+    return mock.patch("curaflow.routes.directory_files._temporary", temporary)
 
 
 @pytest.mark.parametrize(
