@@ -10,7 +10,9 @@ traceback may quote one (2026-12-07): in a JSON line, in every text of the event
 is rendered (:func:`_mask_texts`: the line stays JSON whatever the secret's characters); in
 a console line, in the rendered line. A line logged with
 ``exc_info`` (structlog's or the standard library's) carries the exception's traceback as
-text in its ``exception`` field — still one line: JSON escapes its line breaks. No
+text in its ``exception`` field — still one line: JSON escapes its line breaks — but a
+library's line about a ledger outage, which is expected, carries no traceback: the error's
+``<type>: <message>`` in ``error`` (:func:`_outage_in_one_line`). No
 traceback, JSON or console, shows the values of a frame's variables (a token a variable
 holds would be written out).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -85,6 +88,28 @@ def _mask_texts(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return {key: _masked_text(value) for key, value in event.items()}
 
 
+def _outage_in_one_line(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A library's line (the standard library's record) logged with the exception of a
+    ledger outage: the traceback dropped, the error's ``<type>: <message>`` kept in ``error``
+    on one line, as curaflow's own outage lines say it. An outage is expected (PostgreSQL
+    restarting, unreachable: :func:`curaflow.ledger.db.is_unavailable` is the one
+    classification); asyncpg's pool logs "Failed to restore the pool connection floor;
+    retrying" with ``exc_info`` at every retry of an outage, and each line carried the whole
+    traceback (until 2026-12-08). Any other exception keeps its traceback."""
+    info = event.get("exc_info")
+    error: Any = info[1] if isinstance(info, tuple) and len(info) == 3 else info
+    if not isinstance(error, BaseException):
+        return event
+    from curaflow.ledger.db import is_unavailable  # here: the ledger imports what logs
+
+    if not is_unavailable(error):
+        return event
+    del event["exc_info"]
+    text = redacted(f"{type(error).__name__}: {error}")
+    event.setdefault("error", " ".join(line.strip() for line in text.splitlines() if line.strip()))
+    return event
+
+
 _configured = False
 
 
@@ -132,7 +157,7 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     # console renderer prints the traceback itself.
     tracebacks: list[Any] = [structlog.processors.format_exc_info] if json_lines else []
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(), _outage_in_one_line],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             *tracebacks,

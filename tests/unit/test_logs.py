@@ -162,3 +162,41 @@ def test_a_line_below_the_level_is_dropped_before_any_processor_runs() -> None:
     assert done.stdout.strip() == "at_the_level,debug_now_enabled"
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert [line["event"] for line in lines] == ["at_the_level", "debug_now_enabled"]
+
+
+OUTAGE_SCRIPT = textwrap.dedent(
+    """
+    import logging
+    import asyncpg
+    from curaflow.observability.logs import configure_logging
+
+    configure_logging("INFO", True)
+
+    def restore_floor() -> None:
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
+
+    try:
+        restore_floor()
+    except OSError:
+        logging.getLogger("asyncpg.pool").warning(
+            "Failed to restore the pool connection floor; retrying", exc_info=True
+        )
+    try:
+        raise ValueError("a bug, not an outage")
+    except ValueError:
+        logging.getLogger("asyncpg.pool").warning("something else", exc_info=True)
+    """
+)
+
+
+def test_a_librarys_line_about_a_ledger_outage_is_one_line_without_a_traceback() -> None:
+    """An outage is expected: asyncpg's pool logs its failure to restore the connection floor
+    with ``exc_info`` while PostgreSQL is away, and the line carried the whole traceback
+    (2026-12-08). It is one line naming the error's type and message (``error``), as
+    curaflow's own outage lines; a failure that is no outage keeps its traceback."""
+    done = subprocess.run([sys.executable, "-c", OUTAGE_SCRIPT], capture_output=True, text=True, timeout=60, check=True)
+    outage, other = [json.loads(line) for line in done.stderr.splitlines()]
+    assert outage["event"] == "Failed to restore the pool connection floor; retrying"
+    assert "exception" not in outage and "exc_info" not in outage
+    assert outage["error"] == "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 5432)"
+    assert other["exception"].startswith("Traceback (most recent call last):")
