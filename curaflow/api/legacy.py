@@ -38,7 +38,8 @@ rule, :func:`curaflow.protocol.models.rules.check_correlation_id`, its refusal n
 ``correlationId`` — until 2026-12-07 such a value met the Task's rule, whose refusal named
 ``correlation_id`` and said only its length); failures answer ``{"status":"error","error":…}``:
 an unknown target 404 ``unknown target``, an identity conflict 409 ``ambiguous target``,
-a bad request 400, anything else 500 ``internal error`` (no internal text leaks). Auth is
+a bad request 400 (a target whose ``accept_jobs = false`` too, ``target_not_eligible`` with
+the v1 door's ``detail``: :func:`_refusal`), anything else 500 ``internal error`` (no internal text leaks). Auth is
 the job surface's bearer token with its legacy failure shapes (:mod:`curaflow.api.auth`).
 Bodies are compact JSON (``JSON.stringify``'s bytes: no spaces, keys in the reference's
 order, UTF-8) with ``Content-Type: application/json; charset=utf-8``, as Express sends.
@@ -196,13 +197,20 @@ async def admit_refetch(admitter: Admitter, pool: Any, target_id: str, task: dic
 
 
 def _refusal(err: ProtocolError) -> Response:
+    """Admission's refusal in the legacy shape (reference §9.1): ``unknown target`` 404,
+    ``ambiguous target`` 409 (an identity conflict shows as this); a refusal of the request
+    itself (400 / 413) keeps its status, words and, when it has a reason, its ``detail`` —
+    the v1 door's answer. A target whose ``accept_jobs = false`` is the operator's
+    configuration, answered 400 ``target_not_eligible`` as the v1 door answers it (the
+    reference's status of a target that cannot take a job, §4 "no qualifying target → 400"):
+    it was a 500 "internal error" until 2026-12-08, curaflow blamed. Anything else is 500."""
     reason = (err.detail or {}).get("reason")
     if err.http_status == 404 or reason == "unknown_target":
         return legacy_error(404, "unknown target")
     if err.http_status == 409:
-        return legacy_error(409, "ambiguous target")  # an identity conflict shows as this (reference §9.1)
-    if err.http_status in (400, 413) and reason is None:
-        return legacy_error(err.http_status, err.message)
+        return legacy_error(409, "ambiguous target")
+    if err.http_status in (400, 413):
+        return legacy_error(err.http_status, err.message, err.detail if reason is not None else None)
     return legacy_error(500, "internal error")
 
 

@@ -49,6 +49,7 @@ def two_targets(tmp_path: Path) -> dict[str, Any]:
         "targets": [
             {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]},
             {"id": "other", "query": {"tags": ["風景"]}, "routes": [out]},
+            {"id": "closed", "query": {"tags": ["風景"]}, "routes": [out], "accept_jobs": False},
         ],
     }
 
@@ -225,6 +226,24 @@ async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) ->
     async with raw_client(stack, token=None) as anonymous:
         denied = await anonymous.post("/internal/targets/demo/refetch", json={"requestId": str(uuid.uuid4())})
         assert (denied.status_code, denied.json()) == (401, {"status": "error", "error": "unauthorized"})
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
+async def test_a_refetch_of_a_target_that_accepts_no_jobs_is_refused_as_the_v1_door_refuses_it(stack: Stack) -> None:
+    # The operator's configuration (accept_jobs = false), not curaflow's failure: the v1 door
+    # answers 400 invalid_params target_not_eligible; the shim answered 500 "internal error"
+    # until 2026-12-08. Reference §9.1 gives 400 for a target that cannot take the request
+    # (§4 "no qualifying target"), and the shim's own refusals of the request are 400.
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+    async with raw_client(stack) as http:
+        response = await http.post("/internal/targets/closed/refetch", json={"requestId": str(uuid.uuid4())})
+    assert response.status_code == 400, response.text
+    assert response.json() == {
+        "status": "error",
+        "error": "target 'closed' does not accept jobs",
+        "detail": {"reason": "target_not_eligible", "target_id": "closed"},
+    }
     assert await pool.fetchval("SELECT count(*) FROM jobs") == before
 
 
