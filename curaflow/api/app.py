@@ -213,7 +213,12 @@ def begin_shutdown(app: FastAPI) -> None:
         notifier.release_waiters()
 
 
-def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    on_fatal: Callable[[str], None] | None = None,
+    refused: Callable[[BaseException], str | None] = refused_setting,
+) -> FastAPI:
     """Build the API app for ``settings`` (``database.url`` must be set).
 
     Tracing (FastAPI instrumentation + the Temporal tracing interceptor) is enabled
@@ -224,6 +229,9 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         on_fatal: called once with the reason when a background loop cannot recover
             (:mod:`curaflow.observability.supervision`); ``curaflow api`` shuts the server down and
             exits with status 3. Without it the failure shows in ``/ready`` (503) only.
+        refused: the setting a refusal of the configuration names
+            (:func:`curaflow.process.refusals.refused_setting`; ``curaflow dev``'s names its
+            own PostgreSQL, :func:`curaflow.process.refusals.embedded_refused_setting`).
 
     Raises:
         RuntimeError: at start-up when the database is not configured.
@@ -267,7 +275,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             stop,
             SupervisionPolicy.from_settings(settings),
             on_fatal=failed,
-            refused_setting=refused_setting,
+            refused_setting=refused,
         )
         app.state.supervisor = supervisor
         app.state.notifier = await EventNotifier(settings.database.url).start(supervisor)

@@ -404,8 +404,10 @@ class EmbeddedStack:
             self.add_worker()
         if self.want_api:
             from curaflow.api.app import begin_shutdown, create_app
+            from curaflow.process.refusals import embedded_refused_setting
 
-            app = self._api_app = create_app(self.settings, on_fatal=self._api_fatal)
+            refused = embedded_refused_setting(self.postgres.pgdata)  # its own PostgreSQL, no DATABASE_URL
+            app = self._api_app = create_app(self.settings, on_fatal=self._api_fatal, refused=refused)
             self.api = await BackgroundServer(
                 app,
                 self.settings.api.host,

@@ -9,6 +9,9 @@ module, in the process's layer, puts the two services' own readings together (20
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.ledger.db import refused_login
@@ -40,3 +43,28 @@ def refused_setting(error: BaseException) -> str | None:
         return None
     assert isinstance(error, RPCError)
     return NAMESPACE_SETTING if error.status == RPCStatusCode.NOT_FOUND else ACCESS_SETTING
+
+
+def embedded_ledger_setting(pgdata: Path) -> str:
+    """What a user of ``curaflow dev`` changes when its own PostgreSQL (data directory
+    ``pgdata``, ``<state_dir>/pg``) refuses its login or database: that server's role or
+    database — ``curaflow dev`` reads no ``DATABASE_URL`` and makes neither again at start
+    (pgserver initialises a data directory only when it has none) — or, to start over, the
+    data directory deleted, the ledger with it (what was delivered is forgotten)."""
+    return (
+        f"the PostgreSQL of {pgdata} (give its role postgres LOGIN again, create its database "
+        f"postgres again), or delete {pgdata} to start over with an empty ledger"
+    )
+
+
+def embedded_refused_setting(pgdata: Path) -> Callable[[BaseException], str | None]:
+    """:func:`refused_setting` for ``curaflow dev``, whose PostgreSQL is its own in
+    ``pgdata``: a refusal of its login or database names :func:`embedded_ledger_setting`,
+    not ``DATABASE_URL / database.url`` (a setting dev does not read; until 2026-12-08 its
+    reason named it)."""
+    ledger = embedded_ledger_setting(pgdata)
+
+    def setting(error: BaseException) -> str | None:
+        return ledger if refused_login(error) else refused_setting(error)
+
+    return setting

@@ -319,6 +319,8 @@ def test_a_dev_stack_whose_services_refuse_it_exits_2(tmp_path: Path, refused: s
     assert code == EXIT_CANNOT_START == 2, output
     (line,) = said_once(output, "a restart alone does not help")
     assert "could not recover" in line, line
+    # its own PostgreSQL, not a setting dev does not read (until 2026-12-08: DATABASE_URL)
+    assert str(state / "pg") in line and "DATABASE_URL" not in line, line
     assert "Traceback" not in "\n".join(line for line in output.splitlines() if not line.startswith("{")), output
 
 

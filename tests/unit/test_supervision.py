@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -378,4 +379,36 @@ async def test_the_reason_of_a_failure_is_one_line_whatever_the_errors_message(h
     assert "\n" not in reasons[0] and "dropped or renamed" in reasons[0], reasons[0]
     assert reasons[0].endswith("fix DATABASE_URL / database.url"), reasons[0]
     assert state.last_error is not None and "\n" not in state.last_error, state.last_error
+    await sup.close()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        asyncpg.exceptions.InvalidCatalogNameError('database "postgres" does not exist'),
+        asyncpg.exceptions.InvalidAuthorizationSpecificationError('role "postgres" is not permitted to log in'),
+    ],
+)
+async def test_the_dev_stacks_refusal_by_its_own_postgresql_names_its_state_directory(
+    tmp_path: Path, error: Exception
+) -> None:
+    """``curaflow dev`` runs its own PostgreSQL in ``<state_dir>/pg`` and reads no
+    ``DATABASE_URL``: its reason named ``DATABASE_URL / database.url`` (2026-12-08). It names
+    the data directory, what to restore there, and that deleting it starts over."""
+    from curaflow.process.refusals import embedded_refused_setting
+
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    pgdata = tmp_path / "state" / "pg"
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append, refused_setting=embedded_refused_setting(pgdata))
+
+    async def body(beat: Beat) -> None:
+        raise error
+
+    sup.loop("unit-dev-refused", body)
+    await eventually(lambda: bool(reasons), **QUICK)
+    assert sup.exit_status == 2
+    assert "DATABASE_URL" not in reasons[0] and "database.url" not in reasons[0], reasons[0]
+    fix = reasons[0].split("a restart alone does not help: fix ")[1]
+    assert str(pgdata) in fix and "delete" in fix, reasons[0]
     await sup.close()
