@@ -32,6 +32,7 @@ import orjson
 from curaflow.config.database import PoolBounds
 from curaflow.domain.text import parse_json
 from curaflow.ledger.statements import StatementCounter
+from curaflow.observability import logs
 
 MIGRATION_LOCK_KEY = 0x6375726166  # "curaf"
 #: Bound of migrating (waiting for another process's migration included), seconds: a
@@ -266,6 +267,9 @@ def is_unavailable(err: BaseException) -> bool:
 #: database named does not exist).
 LOGIN_REFUSED_SQLSTATE_CLASSES: frozenset[str] = frozenset({"28"})
 LOGIN_REFUSED_SQLSTATES: frozenset[str] = frozenset({"3D000"})
+
+
+logs.outage_is(is_unavailable)  # a library's line about such an error is one line, no traceback
 
 
 def refused_login(err: BaseException) -> bool:

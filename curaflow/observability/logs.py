@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import structlog
@@ -88,21 +88,32 @@ def _mask_texts(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return {key: _masked_text(value) for key, value in event.items()}
 
 
+#: What tells an expected outage's exception (each: ``exception -> bool``), registered by
+#: the layer that knows the service (:func:`outage_is`): this layer imports no ledger.
+_OUTAGES: list[Callable[[BaseException], bool]] = []
+
+
+def outage_is(predicate: Callable[[BaseException], bool]) -> None:
+    """Register ``predicate`` as telling an expected outage's exception (the ledger registers
+    :func:`curaflow.ledger.db.is_unavailable` on import: any process with a ledger pool has it):
+    a library's line logged with such an exception is one line (:func:`_outage_in_one_line`)."""
+    if predicate not in _OUTAGES:
+        _OUTAGES.append(predicate)
+
+
 def _outage_in_one_line(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """A library's line (the standard library's record) logged with the exception of a
     ledger outage: the traceback dropped, the error's ``<type>: <message>`` kept in ``error``
     on one line, as curaflow's own outage lines say it. An outage is expected (PostgreSQL
     restarting, unreachable: :func:`curaflow.ledger.db.is_unavailable` is the one
-    classification); asyncpg's pool logs "Failed to restore the pool connection floor;
-    retrying" with ``exc_info`` at every retry of an outage, and each line carried the whole
-    traceback (until 2026-12-08). Any other exception keeps its traceback."""
+    classification, registered with :func:`outage_is`); asyncpg's pool logs "Failed to
+    restore the pool connection floor; retrying" with ``exc_info`` at every retry of an
+    outage, and each line carried the whole traceback (until 2026-12-08). Any other exception keeps its traceback."""
     info = event.get("exc_info")
     error: Any = info[1] if isinstance(info, tuple) and len(info) == 3 else info
     if not isinstance(error, BaseException):
         return event
-    from curaflow.ledger.db import is_unavailable  # here: the ledger imports what logs
-
-    if not is_unavailable(error):
+    if not any(outage(error) for outage in _OUTAGES):
         return event
     del event["exc_info"]
     text = redacted(f"{type(error).__name__}: {error}")

@@ -168,6 +168,7 @@ OUTAGE_SCRIPT = textwrap.dedent(
     """
     import logging
     import asyncpg
+    import curaflow.ledger.db  # a process with a ledger: it registers what its outages are
     from curaflow.observability.logs import configure_logging
 
     configure_logging("INFO", True)
